@@ -1,0 +1,47 @@
+"""API keys: shown once, stored as a SHA-256 hash, found by an indexed prefix, compared in constant time."""
+
+import hashlib
+import hmac
+import secrets
+
+from django.db import models
+
+KEY_PREFIX = "fmx_"
+
+
+class ApiKey(models.Model):
+    class Role(models.TextChoices):
+        OPERATOR = "operator"
+        CHANNEL = "channel"
+
+    name = models.CharField(max_length=100, unique=True)
+    prefix = models.CharField(max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    agents = models.JSONField(default=list, blank=True)  # empty: every agent
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "api_keys"
+        verbose_name = "API key"
+
+    def __str__(self):
+        return f"{self.name} ({self.role})"
+
+    @staticmethod
+    def hash(key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    @staticmethod
+    def generate() -> tuple[str, str]:
+        """Return (prefix, full key); the prefix is the first 12 characters of the key."""
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        return key[:12], key
+
+    def matches(self, key: str) -> bool:
+        return hmac.compare_digest(self.key_hash, self.hash(key))
+
+    def allows_agent(self, agent_id: str) -> bool:
+        return not self.agents or agent_id in self.agents

@@ -1,0 +1,314 @@
+"""Every Fermix setting with its default, read once.
+
+Sources, later ones winning: the defaults below, `$FERMIX_HOME/config.toml`, then environment variables
+named `FERMIX_<SECTION>_<KEY>` (for example `FERMIX_MEMORY_REVIEW_INTERVAL_HOURS=6`,
+`FERMIX_COMPACTION_THRESHOLD=0.9`). Code reads `conf.X`; it never reads the TOML dict or raw settings.
+Invalid values raise `ConfigError` naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+import tomllib
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+INFINITY = "infinity"
+
+
+class ConfigError(ImproperlyConfigured):
+    """A configuration value is missing, of the wrong type or out of range."""
+
+
+def valid_id(value: str) -> bool:
+    """Agent and owner ids become path parts: a strict charset, never `.` or `..`."""
+    return isinstance(value, str) and bool(ID_RE.match(value)) and value not in {".", ".."}
+
+
+@dataclass(frozen=True)
+class MemoryConf:
+    enabled: bool = True
+    agent_id: str = "main"
+    owner_id: str = "default"
+    review_interval_hours: float = 24
+    review_max_messages: int = 40
+    review_input_token_budget: int = 4000
+    review_failure_backoff_ms: int = 300_000
+    prompt_user_token_cap: int = 1500
+    prompt_memory_token_cap: int = 2000
+    max_conversation_history: int | None = None  # None is "infinity"
+    persist_transcripts: bool = False
+
+
+@dataclass(frozen=True)
+class CompactionConf:
+    enabled: bool = True
+    threshold: float = 0.85
+    reasoning_effort: str = "medium"
+
+
+@dataclass(frozen=True)
+class ProviderConf:
+    name: str
+    kind: str
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    context_window: int = 128_000
+    primary: bool = False
+
+    @property
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+@dataclass(frozen=True)
+class TimeoutsConf:
+    llm_buffered_ms: int = 240_000
+
+
+@dataclass(frozen=True)
+class Config:
+    home: Path
+    memory: MemoryConf = field(default_factory=MemoryConf)
+    compaction: CompactionConf = field(default_factory=CompactionConf)
+    providers: tuple[ProviderConf, ...] = ()
+    timeouts: TimeoutsConf = field(default_factory=TimeoutsConf)
+
+    @property
+    def config_path(self) -> Path:
+        return self.home / "config.toml"
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "memory.db"
+
+    def memory_dir(self, agent_id: str) -> Path:
+        return self.home / "memory" / _checked_id(agent_id, "agent_id")
+
+    def bootstrap_dir(self, agent_id: str) -> Path:
+        return self.home / "bootstrap" / _checked_id(agent_id, "agent_id")
+
+    @property
+    def provider_chain(self) -> tuple[ProviderConf, ...]:
+        """The primary first, then the fallbacks in file order."""
+        return tuple(sorted(self.providers, key=lambda p: not p.primary))
+
+
+def _checked_id(value: str, key: str) -> str:
+    if not valid_id(value):
+        raise ConfigError(f"{key} {value!r} is invalid: use 1-64 of A-Z a-z 0-9 _ . - (not '.' or '..')")
+    return value
+
+
+# --- value parsers: each takes the key's dotted name for its message -------------------------------
+
+
+def _bool(key, value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
+        return value.lower() in {"1", "true", "yes", "on"}
+    raise ConfigError(f"{key} must be true or false, got {value!r}")
+
+
+def _number(key, value, kind, lo, hi):
+    if isinstance(value, bool):
+        raise ConfigError(f"{key} must be a number from {lo} to {hi}, got {value!r}")
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} must be a number from {lo} to {hi}, got {value!r}") from None
+    if kind is int and isinstance(value, float) and not value.is_integer():
+        raise ConfigError(f"{key} must be a whole number from {lo} to {hi}, got {value!r}")
+    if isinstance(number, float) and not math.isfinite(number) or not lo <= number <= hi:
+        raise ConfigError(f"{key} must be from {lo} to {hi}, got {value!r}")
+    return number
+
+
+def _int(lo, hi):
+    return lambda key, value: _number(key, value, int, lo, hi)
+
+
+def _float(lo, hi):
+    return lambda key, value: _number(key, value, float, lo, hi)
+
+
+def _choice(*allowed):
+    def parse(key, value):
+        if value not in allowed:
+            raise ConfigError(f"{key} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+        return value
+
+    return parse
+
+
+def _ident(key, value):
+    if not valid_id(value):
+        raise ConfigError(f"{key} must be 1-64 of A-Z a-z 0-9 _ . - (not '.' or '..'), got {value!r}")
+    return value
+
+
+def _history(key, value):
+    if isinstance(value, str) and value.strip().lower() in {INFINITY, "inf"}:
+        return None
+    return _int(1, 10**9)(key, value)
+
+
+def _text(key, value):
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _url(key, value):
+    value = _text(key, value)
+    if not re.match(r"^https?://[^\s/]+", value):
+        raise ConfigError(f"{key} must be an http:// or https:// URL, got {value!r}")
+    return value.rstrip("/")
+
+
+MEMORY_KEYS = {
+    "enabled": _bool,
+    "agent_id": _ident,
+    "owner_id": _ident,
+    "review_interval_hours": _float(0, 24 * 365),
+    "review_max_messages": _int(1, 1000),
+    "review_input_token_budget": _int(100, 1_000_000),
+    "review_failure_backoff_ms": _int(0, 7 * 24 * 3600 * 1000),
+    "prompt_user_token_cap": _int(1, 1_000_000),
+    "prompt_memory_token_cap": _int(1, 1_000_000),
+    "max_conversation_history": _history,
+    "persist_transcripts": _bool,
+}
+COMPACTION_KEYS = {
+    "enabled": _bool,
+    "threshold": _float(0.1, 1.0),
+    "reasoning_effort": _choice("minimal", "low", "medium", "high"),
+}
+TIMEOUT_KEYS = {"llm_buffered_ms": _int(1000, 3_600_000)}
+PROVIDER_KEYS = {
+    "kind": _choice("openai", "anthropic"),
+    "base_url": _url,
+    "model": _text,
+    "api_key_env": _text,
+    "context_window": _int(1024, 100_000_000),
+    "primary": _bool,
+}
+SECTIONS = {"memory": MEMORY_KEYS, "compaction": COMPACTION_KEYS, "timeouts": TIMEOUT_KEYS}
+
+
+def _section(name: str, raw: dict, keys: dict, environ) -> dict:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"[fermix_core.{name}] must be a table")
+    unknown = set(raw) - set(keys)
+    if unknown:
+        raise ConfigError(f"fermix_core.{name}.{sorted(unknown)[0]} is not a known key "
+                          f"(known: {', '.join(keys)})")
+    values = {}
+    for key, parse in keys.items():
+        env_name = f"FERMIX_{name.upper()}_{key.upper()}"
+        if env_name in environ:
+            values[key] = parse(env_name, environ[env_name])
+        elif key in raw:
+            values[key] = parse(f"fermix_core.{name}.{key}", raw[key])
+    return values
+
+
+def _providers(raw: dict) -> tuple[ProviderConf, ...]:
+    if not isinstance(raw, dict):
+        raise ConfigError("[fermix_core.providers] must be a table of provider tables")
+    providers = []
+    for name, table in raw.items():
+        prefix = f"fermix_core.providers.{name}"
+        if not valid_id(name) or not isinstance(table, dict):
+            raise ConfigError(f"{prefix} must be a table named with A-Z a-z 0-9 _ . -")
+        unknown = set(table) - set(PROVIDER_KEYS)
+        if unknown:
+            raise ConfigError(f"{prefix}.{sorted(unknown)[0]} is not a known key")
+        for required in ("kind", "base_url", "model"):
+            if required not in table:
+                raise ConfigError(f"{prefix}.{required} is required")
+        values = {k: PROVIDER_KEYS[k](f"{prefix}.{k}", v) for k, v in table.items()}
+        providers.append(ProviderConf(name=name, **values))
+    primaries = [p.name for p in providers if p.primary]
+    if providers and len(primaries) != 1:
+        raise ConfigError(f"fermix_core.providers: exactly one provider must have primary = true "
+                          f"(found {len(primaries)})")
+    return tuple(providers)
+
+
+def default_home(environ=None) -> Path:
+    environ = os.environ if environ is None else environ
+    return Path(environ.get("FERMIX_HOME") or Path.home() / ".fermix").expanduser().resolve()
+
+
+def load(environ=None) -> Config:
+    """Read defaults, then config.toml, then the environment; raise ConfigError on any bad value."""
+    environ = os.environ if environ is None else environ
+    home = default_home(environ)
+    path = home / "config.toml"
+    raw: dict = {}
+    if path.exists():
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    core = raw.get("fermix_core", {})
+    if not isinstance(core, dict):
+        raise ConfigError("[fermix_core] must be a table")
+    unknown = set(core) - set(SECTIONS) - {"providers"}
+    if unknown:
+        raise ConfigError(f"fermix_core.{sorted(unknown)[0]} is not a known section "
+                          f"(known: memory, compaction, providers, timeouts)")
+    sections = {name: _section(name, core.get(name, {}), keys, environ) for name, keys in SECTIONS.items()}
+    return Config(
+        home=home,
+        memory=MemoryConf(**sections["memory"]),
+        compaction=CompactionConf(**sections["compaction"]),
+        providers=_providers(core.get("providers", {})),
+        timeouts=TimeoutsConf(**sections["timeouts"]),
+    )
+
+
+class _Current:
+    """The configuration in force, behind one name: `from fermix_site.conf import conf`."""
+
+    def __init__(self):
+        self._config: Config | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Config:
+        if self._config is None:
+            with self._lock:
+                if self._config is None:
+                    self._config = load()
+        return self._config
+
+    def reload(self) -> Config:
+        """Re-read config.toml and the environment (after the web setup page writes the file)."""
+        config = load()
+        self._config = config
+        return config
+
+    @contextmanager
+    def use(self, config: Config):
+        """Put another configuration in force for a block (tests)."""
+        previous, self._config = self._config, config
+        try:
+            yield config
+        finally:
+            self._config = previous
+
+    def __getattr__(self, name):
+        return getattr(self.get(), name)
+
+
+conf = _Current()

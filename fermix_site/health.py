@@ -1,0 +1,41 @@
+"""Database reachability and the django-q2 cluster's heartbeat, for /healthz and doctor."""
+
+from datetime import timedelta
+
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+from fermix_site.models import Heartbeat
+
+CLUSTER = "qcluster"
+# The heartbeat schedule runs every minute; three missed beats mean the cluster is gone.
+STALE_AFTER = timedelta(minutes=3)
+
+
+def beat(name: str = CLUSTER, **detail) -> None:
+    """Record that a process of this kind is alive now."""
+    Heartbeat.objects.update_or_create(name=name, defaults={"seen_at": timezone.now(), "detail": detail})
+
+
+def worker_state() -> dict:
+    row = Heartbeat.objects.filter(name=CLUSTER).first()
+    if row is None:
+        return {"state": "never_seen", "last_heartbeat": None}
+    age = timezone.now() - row.seen_at
+    return {
+        "state": "alive" if age <= STALE_AFTER else "stale",
+        "last_heartbeat": row.seen_at.isoformat(),
+        "age_seconds": round(age.total_seconds(), 1),
+    }
+
+
+def report() -> dict:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        database = {"ok": True, "vendor": connection.vendor}
+        worker = worker_state()
+    except DatabaseError as exc:
+        database = {"ok": False, "vendor": connection.vendor, "error": str(exc)[:200]}
+        worker = {"state": "unknown", "last_heartbeat": None}
+    return {"status": "ok" if database["ok"] else "error", "database": database, "worker": worker}

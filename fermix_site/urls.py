@@ -1,0 +1,9 @@
+from django.contrib import admin
+from django.urls import path
+
+from fermix_site import views
+
+urlpatterns = [
+    path("healthz", views.healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+]

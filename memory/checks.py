@@ -1,0 +1,49 @@
+"""System checks with stable ids; `doctor` runs the same functions."""
+
+from django.core.checks import Error, Warning, register
+from django.db import DatabaseError, connections
+
+
+def _connection():
+    return connections["default"]
+
+
+@register()
+def check_fts_triggers(app_configs=None, **kwargs):
+    from memory import fts
+
+    try:
+        missing = fts.missing_triggers(_connection())
+    except DatabaseError:
+        return []  # no database yet: `migrate` creates it, with the mirrors
+    if not missing:
+        return []
+    return [
+        Error(
+            f"FTS triggers missing: {', '.join(missing)}. Full-text search no longer mirrors the tables.",
+            hint="Run `python manage.py rebuild_search_index` to re-create them and rebuild the index.",
+            id="memory.E001",
+        )
+    ]
+
+
+@register()
+def check_wal(app_configs=None, **kwargs):
+    connection = _connection()
+    if connection.vendor != "sqlite":
+        return []
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode")
+            mode = cursor.fetchone()[0]
+    except DatabaseError:
+        return []
+    if mode.lower() == "wal":
+        return []
+    return [
+        Warning(
+            f"SQLite journal_mode is {mode}, not WAL: readers and the writer will block each other.",
+            hint="Fermix sets WAL on connect; check that the database file's folder is writable.",
+            id="memory.W001",
+        )
+    ]

@@ -1,0 +1,149 @@
+"""SQLite FTS5 mirrors of `messages` and `memories`, and the guard that keeps their triggers alive.
+
+The mirrors are external-content tables: they index the base table's rows by rowid and hold no copy
+of the text. Three triggers per table keep them exact. The delete and update triggers must hand FTS5
+the OLD column values, or the index keeps tokens of text that no longer exists.
+
+Django rebuilds a SQLite table (create new, copy, drop old, rename) on many schema changes, and the
+drop takes the triggers with it. `missing_triggers` feeds system check memory.E001; `repair`
+re-creates what is missing and rebuilds the index from the base table (the `rebuild_search_index`
+command, and a post_migrate hook so a future migration heals itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+
+@dataclass(frozen=True)
+class Mirror:
+    name: str
+    table: str
+    columns: tuple[str, ...]
+
+    def _values(self, prefix: str) -> str:
+        return ", ".join(f"{prefix}.{c}" for c in self.columns)
+
+    @property
+    def triggers(self) -> dict[str, str]:
+        cols = ", ".join(self.columns)
+        changed = " OR ".join(f"old.{c} IS NOT new.{c}" for c in self.columns)
+        insert = f"INSERT INTO {self.name}(rowid, {cols}) VALUES (new.id, {self._values('new')});"
+        delete = (
+            f"INSERT INTO {self.name}({self.name}, rowid, {cols}) "
+            f"VALUES ('delete', old.id, {self._values('old')});"
+        )
+        return {
+            f"{self.name}_ai": f"CREATE TRIGGER {self.name}_ai AFTER INSERT ON {self.table} BEGIN {insert} END",
+            f"{self.name}_ad": f"CREATE TRIGGER {self.name}_ad AFTER DELETE ON {self.table} BEGIN {delete} END",
+            f"{self.name}_au": (
+                f"CREATE TRIGGER {self.name}_au AFTER UPDATE ON {self.table} WHEN {changed} "
+                f"BEGIN {delete} {insert} END"
+            ),
+        }
+
+    @property
+    def create_table(self) -> str:
+        return (
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.name} USING fts5("
+            f"{', '.join(self.columns)}, content='{self.table}', content_rowid='id', tokenize='{TOKENIZER}')"
+        )
+
+
+MIRRORS = (
+    Mirror("messages_fts", "messages", ("content",)),
+    Mirror("memories_fts", "memories", ("key", "value")),
+)
+
+
+def create_all(cursor) -> None:
+    for mirror in MIRRORS:
+        cursor.execute(mirror.create_table)
+        for name, sql in mirror.triggers.items():
+            cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+            cursor.execute(sql)
+        cursor.execute(f"INSERT INTO {mirror.name}({mirror.name}) VALUES ('rebuild')")
+
+
+def drop_all(cursor) -> None:
+    for mirror in MIRRORS:
+        for name in mirror.triggers:
+            cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+        cursor.execute(f"DROP TABLE IF EXISTS {mirror.name}")
+
+
+def _existing(cursor, kind: str) -> set[str]:
+    cursor.execute("SELECT name FROM sqlite_master WHERE type = %s", [kind])
+    return {row[0] for row in cursor.fetchall()}
+
+
+def missing_triggers(connection) -> list[str]:
+    """Names of mirror tables or triggers that should exist and do not (SQLite only)."""
+    if connection.vendor != "sqlite":
+        return []
+    with connection.cursor() as cursor:
+        tables, triggers = _existing(cursor, "table"), _existing(cursor, "trigger")
+    missing = []
+    for mirror in MIRRORS:
+        if mirror.table not in tables:
+            continue  # not migrated yet: nothing to guard
+        if mirror.name not in tables:
+            missing.append(mirror.name)
+        missing.extend(name for name in mirror.triggers if name not in triggers)
+    return missing
+
+
+def repair(connection) -> list[str]:
+    """Re-create missing mirrors and triggers; rebuild each repaired index. Returns what was repaired."""
+    missing = missing_triggers(connection)
+    if not missing:
+        return []
+    with connection.cursor() as cursor:
+        for mirror in MIRRORS:
+            if not any(m == mirror.name or m.startswith(mirror.name + "_") for m in missing):
+                continue
+            cursor.execute(mirror.create_table)
+            for name, sql in mirror.triggers.items():
+                if name in missing:
+                    cursor.execute(sql)
+            # Rows written while a trigger was gone are not in the index: rebuild from the base table.
+            cursor.execute(f"INSERT INTO {mirror.name}({mirror.name}) VALUES ('rebuild')")
+    return missing
+
+
+def rebuild(connection) -> list[str]:
+    """Rebuild every mirror from its base table (after repair). Returns the mirrors rebuilt."""
+    if connection.vendor != "sqlite":
+        return []
+    repair(connection)
+    with connection.cursor() as cursor:
+        for mirror in MIRRORS:
+            cursor.execute(f"INSERT INTO {mirror.name}({mirror.name}) VALUES ('rebuild')")
+    return [m.name for m in MIRRORS]
+
+
+def integrity_check(connection) -> list[str]:
+    """Mirrors whose index disagrees with their base table (FTS5 'integrity-check' with rank 1)."""
+    if connection.vendor != "sqlite":
+        return []
+    bad = []
+    with connection.cursor() as cursor:
+        for mirror in MIRRORS:
+            try:
+                cursor.execute(f"INSERT INTO {mirror.name}({mirror.name}, rank) VALUES ('integrity-check', 1)")
+            except Exception:  # noqa: BLE001 - sqlite reports corruption as a generic DatabaseError
+                bad.append(mirror.name)
+    return bad
+
+
+def quote_query(text: str) -> str:
+    """Turn any user text into a safe FTS5 query: each token quoted, joined by OR.
+
+    FTS5 treats `AND`, `OR`, `NOT`, `NEAR`, `(`, `"`, `*`, `:` and `^` as syntax; quoting every token
+    (with embedded quotes doubled) makes each one a plain string, so `C++`, `node.js` or a lone `(`
+    never raise. Returns "" when the text has nothing searchable.
+    """
+    tokens = [t for t in text.split() if any(ch.isalnum() for ch in t)]
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)

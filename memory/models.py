@@ -1,0 +1,223 @@
+"""The durable store: conversation messages, scoped memory rows and the reviewer's state.
+
+Table and column names are the product documents' (`messages`, `memories`, `memory_sources`, …).
+"""
+
+from django.db import models
+from django.db.models import Q
+
+
+class Role(models.TextChoices):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class Trust(models.TextChoices):
+    OPERATOR = "operator"
+    GUEST = "guest"
+
+
+class Category(models.TextChoices):
+    IDENTITY = "identity"
+    PREFERENCE = "preference"
+    INTEREST = "interest"
+    GOAL = "goal"
+    CONTEXT = "context"
+    DIRECTIVE = "directive"
+
+
+class ScopeType(models.TextChoices):
+    OWNER = "owner"
+    AGENT = "agent"
+    CONVERSATION = "conversation"
+    JOB = "job"
+
+
+class PromoteTarget(models.TextChoices):
+    USER_MD = "user_md"
+    MEMORY_MD = "memory_md"
+    NONE = "", "none"
+
+
+class Conversation(models.Model):
+    """One conversation window: where it starts now, its checkpoint and its last measured context."""
+
+    agent_id = models.CharField(max_length=64)
+    key = models.CharField(max_length=600)  # <channel>:<chat_id>:<thread_scope>
+    channel = models.CharField(max_length=64)
+    chat_id = models.CharField(max_length=256)
+    thread_scope = models.CharField(max_length=256, default="root")
+    owner_id = models.CharField(max_length=64, default="default")
+    # Messages with a smaller id have left the window (compacted or cleared) but are never deleted.
+    window_start_id = models.BigIntegerField(default=0)
+    checkpoint_message = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+    )
+    last_peak_prompt_tokens = models.IntegerField(null=True, blank=True)
+    last_context_window = models.IntegerField(null=True, blank=True)
+    compaction_failed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "conversations"
+        constraints = [models.UniqueConstraint(fields=["agent_id", "key"], name="conversation_unique_key")]
+
+    def __str__(self):
+        return f"{self.agent_id}/{self.key}"
+
+
+class Message(models.Model):
+    agent_id = models.CharField(max_length=64)
+    owner_id = models.CharField(max_length=64, default="default")
+    channel = models.CharField(max_length=64)
+    chat_id = models.CharField(max_length=256)
+    thread_scope = models.CharField(max_length=256, default="root")
+    sender = models.CharField(max_length=256, blank=True, default="")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    kind = models.CharField(max_length=32, default="chat")  # chat, voice_turn, checkpoint, notice, tool
+    trust = models.CharField(max_length=16, choices=Trust.choices, default=Trust.GUEST)
+    content = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True, db_column="metadata_json")
+    created_at = models.DateTimeField(db_index=False)
+
+    class Meta:
+        db_table = "messages"
+        indexes = [
+            models.Index(
+                fields=["agent_id", "channel", "chat_id", "thread_scope", "created_at", "id"],
+                name="messages_conversation_idx",
+            ),
+            models.Index(fields=["agent_id", "owner_id", "id"], name="messages_owner_idx"),
+        ]
+
+    @property
+    def conversation_key(self) -> str:
+        return f"{self.channel}:{self.chat_id}:{self.thread_scope}"
+
+    def __str__(self):
+        return f"#{self.pk} {self.role}: {self.content[:60]}"
+
+
+class MemorySource(models.Model):
+    """Where memory rows come from: a conversation, a scheduled job (`job:<id>`), an operator, a tool."""
+
+    agent_id = models.CharField(max_length=64)
+    source_type = models.CharField(max_length=32)
+    key = models.CharField(max_length=600)
+    name = models.CharField(max_length=200, blank=True, default="")
+    description = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "memory_sources"
+        constraints = [models.UniqueConstraint(fields=["agent_id", "key"], name="memory_source_unique_key")]
+
+    def __str__(self):
+        return self.key
+
+
+class Memory(models.Model):
+    agent_id = models.CharField(max_length=64)
+    owner_id = models.CharField(max_length=64)
+    scope_type = models.CharField(max_length=16, choices=ScopeType.choices)
+    scope_id = models.CharField(max_length=600)
+    category = models.CharField(max_length=16, choices=Category.choices, blank=True, default="")
+    key = models.CharField(max_length=200)
+    value = models.TextField()
+    confidence = models.FloatField(default=1.0)
+    promote_target = models.CharField(max_length=16, choices=PromoteTarget.choices, blank=True, default="")
+    source = models.ForeignKey(
+        MemorySource, null=True, blank=True, on_delete=models.SET_NULL, db_column="source_id", related_name="+"
+    )
+    source_type = models.CharField(max_length=32, blank=True, default="")
+    source_name = models.CharField(max_length=200, blank=True, default="")
+    source_description = models.TextField(blank=True, default="")
+    session_id = models.CharField(max_length=600, blank=True, default="")
+    run_id = models.CharField(max_length=64, blank=True, default="")
+    source_message_id = models.BigIntegerField(null=True, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    archived_by = models.CharField(max_length=200, blank=True, default="")
+    archive_reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "memories"
+        verbose_name_plural = "memories"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent_id", "owner_id", "scope_type", "scope_id", "key"], name="memory_unique_key"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["agent_id", "owner_id", "category", "updated_at"], name="memories_owner_idx"),
+            models.Index(
+                fields=["agent_id", "promote_target", "updated_at"],
+                name="memories_promoted_idx",
+                condition=Q(archived_at__isnull=True),
+            ),
+        ]
+
+    @property
+    def is_archived(self) -> bool:
+        return self.archived_at is not None
+
+    def __str__(self):
+        return f"#{self.pk} {self.category or self.scope_type}:{self.key}"
+
+
+class MemoryEvent(models.Model):
+    """One change to a memory row, by any path: the per-fact history, kept through archive."""
+
+    class Action(models.TextChoices):
+        ADD = "add"
+        REPLACE = "replace"
+        ARCHIVE = "archive"
+        RESTORE = "restore"
+        RESAVE = "resave"  # an archived key written again: restored with the new value
+
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="events")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    before_value = models.TextField(null=True, blank=True)
+    after_value = models.TextField(null=True, blank=True)
+    before_category = models.CharField(max_length=16, blank=True, default="")
+    after_category = models.CharField(max_length=16, blank=True, default="")
+    actor_type = models.CharField(max_length=32)  # reviewer, tool, operator, job, system, import
+    actor_id = models.CharField(max_length=200, blank=True, default="")
+    reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "memory_events"
+        ordering = ["id"]
+
+    def __str__(self):
+        return f"{self.action} #{self.memory_id}"
+
+
+class ReviewState(models.Model):
+    """The reviewer's per-conversation state: cursor, claim, outcome and failures."""
+
+    agent_id = models.CharField(max_length=64)
+    conversation_key = models.CharField(max_length=600)
+    cursor_message_id = models.BigIntegerField(default=0)  # the last message already reviewed
+    last_reviewed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=100, blank=True, default="")
+    claim_expires_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=32, blank=True, default="")
+    failure_count = models.IntegerField(default=0)
+    last_failure_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "review_states"
+        constraints = [
+            models.UniqueConstraint(fields=["agent_id", "conversation_key"], name="review_state_unique")
+        ]
+
+    def __str__(self):
+        return f"{self.agent_id}/{self.conversation_key}"
