@@ -29,7 +29,7 @@ class ConfigError(ImproperlyConfigured):
 
 def valid_id(value: str) -> bool:
     """Agent and owner ids become path parts: a strict charset, never `.` or `..`."""
-    return isinstance(value, str) and bool(ID_RE.match(value)) and value not in {".", ".."}
+    return isinstance(value, str) and bool(ID_RE.fullmatch(value)) and value not in {".", ".."}
 
 
 @dataclass(frozen=True)

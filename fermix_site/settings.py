@@ -186,6 +186,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = FERMIX_HOME / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},

@@ -1,0 +1,42 @@
+# Fermix: `make run` serves the app and its task cluster; `make test` runs the whole suite.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
+
+.PHONY: run test test-sqlite test-postgres lint bench soak clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: requirements.txt | $(VENV)/bin/python
+	$(PIP) install -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(VENV)/bin/python
+	$(PIP) install -r requirements-dev.txt
+	touch $@ $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(PY) manage.py migrate --noinput -v0
+	$(PY) manage.py fermix_setup --noinput
+	$(PY) manage.py ensure_admin
+	exec $(PY) manage.py serve
+
+test: $(VENV)/.dev-installed
+	bash scripts/test-setup.sh
+	$(PY) -m pytest
+	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "storage"
+
+test-sqlite: $(VENV)/.dev-installed
+	$(PY) -m pytest
+
+test-postgres: $(VENV)/.dev-installed
+	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "storage"
+
+lint: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,59 @@
+"""Serve the web app (gunicorn) and run the django-q2 cluster together until Ctrl-C."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from fermix_site.settings import BASE_DIR
+
+
+class Command(BaseCommand):
+    help = "Serve the web app and the django-q2 cluster together; Ctrl-C stops both."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--bind", default=os.environ.get("FERMIX_BIND", "127.0.0.1"))
+        parser.add_argument("--port", default=os.environ.get("FERMIX_PORT", "8000"))
+        parser.add_argument("--web-workers", type=int, default=int(os.environ.get("FERMIX_WEB_WORKERS", "2")))
+
+    def handle(self, *args, **options):
+        port = options["port"]
+        if not str(port).isdigit() or not 0 < int(port) < 65536:
+            raise CommandError(f"FERMIX_PORT must be a port number from 1 to 65535, got {port!r}")
+        bind = options["bind"]
+        address = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
+        web = [sys.executable, "-m", "gunicorn", "fermix_site.wsgi:application", "--bind", address,
+               "--workers", str(options["web_workers"]), "--timeout", "300", "--graceful-timeout", "10",
+               "--access-logfile", "-"]
+        cluster = [sys.executable, str(BASE_DIR / "manage.py"), "qcluster"]
+        names = ("web server", "task cluster")
+        children = [subprocess.Popen(cmd, cwd=BASE_DIR) for cmd in (web, cluster)]
+        self.stdout.write(f"Fermix is serving http://{address}/ (admin at /admin/); Ctrl-C stops it.")
+        self.stdout.flush()
+        stopping = False
+
+        def stop(signum, frame):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while not stopping and all(child.poll() is None for child in children):
+                time.sleep(0.2)
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            for child in children:
+                try:
+                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    child.kill()
+        failed = [name for name, child in zip(names, children, strict=True) if child.returncode not in (0, -15)]
+        if not stopping and failed:
+            raise CommandError(f"the {' and the '.join(failed)} stopped unexpectedly; see the log above")

@@ -1,0 +1,225 @@
+"""The conversation store: append messages, read the current window, clear it.
+
+SQLite is the source of truth. The window of each conversation is kept in a process-local hot cache
+that is written through on append and checked against the conversation's generation counter on every
+read, so another process's append, clear or compaction is seen at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+
+from django.db import OperationalError, transaction
+from django.utils import timezone
+
+from fermix_site import generations
+from fermix_site.conf import conf, valid_id
+from memory.models import Conversation, Message, Role, Trust
+
+logger = logging.getLogger("fermix.memory")
+
+APPEND_ATTEMPTS = 3
+APPEND_BACKOFF_S = 0.05
+KINDS = {"chat", "voice_turn", "checkpoint", "notice", "tool"}
+MAX_CONTENT_BYTES = 512 * 1024
+
+CHANNEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+PART_RE = re.compile(r"^[^\s:/\\\x00-\x1f\x7f]{1,256}$")
+
+_window_cache = generations.local_cache(max_entries=4096)
+
+
+class ConversationError(ValueError):
+    """Invalid input to the conversation store; `code` names the problem for API errors."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ConversationKey:
+    channel: str
+    chat_id: str
+    thread_scope: str = "root"
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.chat_id}:{self.thread_scope}"
+
+    @classmethod
+    def parse(cls, text: str | ConversationKey) -> ConversationKey:
+        """`telegram:12345` is `telegram:12345:root`; parts may not hold `:`, `/`, `\\` or spaces."""
+        if isinstance(text, ConversationKey):
+            return text
+        parts = text.split(":") if isinstance(text, str) else []
+        if len(parts) == 2:
+            parts.append("root")
+        if (
+            len(parts) != 3
+            or not CHANNEL_RE.fullmatch(parts[0])
+            or not all(PART_RE.fullmatch(p) for p in parts[1:])
+        ):
+            raise ConversationError(
+                "invalid_conversation",
+                f"conversation key {text!r} is invalid: use <channel>:<chat_id>[:<thread_scope>] "
+                "(channel of A-Z a-z 0-9 _ . -; no ':', '/', '\\' or spaces in the parts)",
+            )
+        return cls(*parts)
+
+    def filter(self) -> dict:
+        return {"channel": self.channel, "chat_id": self.chat_id, "thread_scope": self.thread_scope}
+
+
+def generation_name(agent_id: str, key: ConversationKey) -> str:
+    return f"conv:{agent_id}:{key}"
+
+
+def _check_agent(agent_id: str) -> None:
+    if not valid_id(agent_id):
+        raise ConversationError("invalid_agent", f"agent id {agent_id!r} is invalid: use 1-64 of A-Z a-z 0-9 _ . -")
+
+
+def _validate(role: str, content: str, kind: str, trust: str, owner_id: str) -> None:
+    if role not in Role.values:
+        raise ConversationError("invalid_role", f"role must be one of {', '.join(Role.values)}, got {role!r}")
+    if kind not in KINDS:
+        raise ConversationError("invalid_kind", f"kind must be one of {', '.join(sorted(KINDS))}, got {kind!r}")
+    if trust not in Trust.values:
+        raise ConversationError("invalid_trust", f"trust must be operator or guest, got {trust!r}")
+    if not valid_id(owner_id):
+        raise ConversationError("invalid_owner", f"owner id {owner_id!r} is invalid: use 1-64 of A-Z a-z 0-9 _ . -")
+    if not isinstance(content, str) or "\x00" in content:
+        raise ConversationError("invalid_content", "content must be text without NUL characters")
+    if len(content.encode("utf-8", "surrogatepass")) > MAX_CONTENT_BYTES:
+        raise ConversationError("content_too_large", f"content is over {MAX_CONTENT_BYTES // 1024} KiB")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConversationError("invalid_content", "content is not valid UTF-8 text") from None
+
+
+def conversation_get_or_create(*, agent_id: str, key: ConversationKey, owner_id: str | None = None) -> Conversation:
+    """Call inside a transaction; returns the conversation row, creating it on first use."""
+    conversation, _ = Conversation.objects.get_or_create(
+        agent_id=agent_id,
+        key=str(key),
+        defaults={**key.filter(), "owner_id": owner_id or conf.memory.owner_id},
+    )
+    return conversation
+
+
+def _is_lock_error(exc: OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def message_append(
+    *,
+    agent_id: str,
+    conversation: str | ConversationKey,
+    role: str,
+    content: str,
+    owner_id: str | None = None,
+    sender: str = "",
+    trust: str = Trust.GUEST,
+    kind: str = "chat",
+    metadata: dict | None = None,
+) -> Message:
+    """Store one message durably. A locked database is retried (3 attempts, short backoff), then raised."""
+    key = ConversationKey.parse(conversation)
+    owner_id = owner_id or conf.memory.owner_id
+    _check_agent(agent_id)
+    _validate(role, content, kind, trust, owner_id)
+    fields = dict(
+        agent_id=agent_id, owner_id=owner_id, sender=sender[:256], role=role, kind=kind, trust=trust,
+        content=content, metadata=metadata or {}, **key.filter(),
+    )
+    for attempt in range(1, APPEND_ATTEMPTS + 1):
+        try:
+            return _append_once(agent_id, key, fields)
+        except OperationalError as exc:
+            if not _is_lock_error(exc) or attempt == APPEND_ATTEMPTS:
+                logger.error("message append failed after %d attempt(s) on %s/%s: %s", attempt, agent_id, key, exc)
+                raise
+            logger.warning("database locked appending to %s/%s (attempt %d); retrying", agent_id, key, attempt)
+            time.sleep(APPEND_BACKOFF_S * attempt)
+    raise AssertionError("unreachable")
+
+
+def _append_once(agent_id: str, key: ConversationKey, fields: dict) -> Message:
+    name = generation_name(agent_id, key)
+    with transaction.atomic():
+        conversation_get_or_create(agent_id=agent_id, key=key, owner_id=fields["owner_id"])
+        message = Message.objects.create(created_at=timezone.now(), **fields)
+        new_generation = generations.bump(name)[name]
+        transaction.on_commit(lambda: _write_through(agent_id, key, message, new_generation))
+    return message
+
+
+def _write_through(agent_id: str, key: ConversationKey, message: Message, new_generation: int) -> None:
+    """Extend this process's cached window if it was exactly one generation behind; else drop it."""
+    cache_key = (agent_id, str(key))
+    found, window = _window_cache.get(cache_key, (new_generation - 1,))
+    if found and message.kind != "checkpoint":
+        _window_cache.put(cache_key, (new_generation,), window + (message,))
+    else:
+        _window_cache.discard(cache_key)
+
+
+def _load_window(agent_id: str, key: ConversationKey) -> tuple[Message, ...]:
+    """The whole current window: the latest checkpoint summary, then every message after the window start."""
+    conversation = Conversation.objects.filter(agent_id=agent_id, key=str(key)).first()
+    if conversation is None:
+        return ()
+    rows = Message.objects.filter(
+        agent_id=agent_id, id__gte=conversation.window_start_id, **key.filter()
+    ).exclude(kind="checkpoint").order_by("created_at", "id")
+    bound = conf.memory.max_conversation_history
+    if bound is not None:
+        rows = reversed(list(rows.reverse()[:bound]))
+    checkpoint = ()
+    if conversation.checkpoint_message_id:
+        checkpoint = tuple(Message.objects.filter(pk=conversation.checkpoint_message_id))
+    return checkpoint + tuple(rows)
+
+
+def window_read(*, agent_id: str, conversation: str | ConversationKey, limit: int | None = None) -> list[Message]:
+    """The current window, oldest first: the newest `limit` messages (and no more than
+    `max_conversation_history`), after the latest checkpoint, which comes first when present."""
+    key = ConversationKey.parse(conversation)
+    _check_agent(agent_id)
+    if limit is not None and limit < 1:
+        raise ConversationError("invalid_limit", "limit must be a positive whole number")
+    window = _window_cache.read_through(
+        (agent_id, str(key)), [generation_name(agent_id, key)], lambda: _load_window(agent_id, key)
+    )
+    bound = conf.memory.max_conversation_history
+    if bound is not None and len(window) > bound:
+        window = window[-bound:]
+    if limit is not None:
+        window = window[-limit:]
+    return list(window)
+
+
+def window_clear(*, agent_id: str, conversation: str | ConversationKey) -> int:
+    """`/new`, `/clear`: the window starts after the newest message. Nothing is deleted.
+
+    Returns how many messages left the window. Long-term memory, revisions and jobs are untouched.
+    """
+    key = ConversationKey.parse(conversation)
+    _check_agent(agent_id)
+    name = generation_name(agent_id, key)
+    with transaction.atomic():
+        conversation_row = conversation_get_or_create(agent_id=agent_id, key=key)
+        in_window = Message.objects.filter(agent_id=agent_id, id__gte=conversation_row.window_start_id, **key.filter())
+        left = in_window.exclude(kind="checkpoint").count()
+        newest = in_window.order_by("-id").values_list("id", flat=True).first()
+        if newest is not None:
+            conversation_row.window_start_id = newest + 1
+        conversation_row.checkpoint_message = None
+        conversation_row.save(update_fields=["window_start_id", "checkpoint_message", "updated_at"])
+        generations.bump(name)
+    return left

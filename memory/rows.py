@@ -1,0 +1,291 @@
+"""Memory rows: upsert by the unique key, replace by id, archive, restore, list.
+
+Every change is one short transaction that also appends a `MemoryEvent` (the per-fact history) and
+bumps the agent's `memories:<agent>` generation, so every process's cached rows and prompts see it.
+Outdated rows are archived, never deleted.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from fermix_site import generations
+from fermix_site.conf import valid_id
+from memory.models import Category, Memory, MemoryEvent, MemorySource, PromoteTarget, ScopeType
+
+MAX_VALUE_CHARS = 200
+MAX_KEY_CHARS = 200
+ACTOR_TYPES = {"reviewer", "tool", "operator", "job", "system", "import"}
+
+PROMOTE_TARGETS = {
+    Category.IDENTITY: PromoteTarget.USER_MD,
+    Category.PREFERENCE: PromoteTarget.USER_MD,
+    Category.INTEREST: PromoteTarget.USER_MD,
+    Category.GOAL: PromoteTarget.USER_MD,
+    Category.CONTEXT: PromoteTarget.MEMORY_MD,
+    Category.DIRECTIVE: PromoteTarget.MEMORY_MD,
+}
+
+_row_cache = generations.local_cache(max_entries=8192)
+
+
+class MemoryRowError(ValueError):
+    """A refused memory write; `code` names the problem (for API errors and review-op skip reasons)."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+NOT_FOUND = "not_found"
+VALUE_TOO_LONG = "value_too_long"
+
+
+def generation_name(agent_id: str) -> str:
+    return f"memories:{agent_id}"
+
+
+def promote_target_for(category: str) -> str:
+    return PROMOTE_TARGETS.get(category, PromoteTarget.NONE)
+
+
+def validate_value(value) -> str:
+    """A memory value: non-empty text of at most 200 characters, or a MemoryRowError saying to shorten it."""
+    if not isinstance(value, str) or not value.strip():
+        raise MemoryRowError("invalid_value", "value must be non-empty text")
+    value = value.strip()
+    if "\x00" in value:
+        raise MemoryRowError("invalid_value", "value must not contain NUL characters")
+    if len(value) > MAX_VALUE_CHARS:
+        raise MemoryRowError(
+            VALUE_TOO_LONG,
+            f"value is {len(value)} characters; the limit is {MAX_VALUE_CHARS}: shorten it to one concise fact",
+        )
+    return value
+
+
+def _validate_row(*, agent_id, owner_id, scope_type, scope_id, key, category, confidence, actor_type) -> None:
+    if not valid_id(agent_id):
+        raise MemoryRowError("invalid_agent", f"agent id {agent_id!r} is invalid")
+    if not valid_id(owner_id):
+        raise MemoryRowError("invalid_owner", f"owner id {owner_id!r} is invalid")
+    if scope_type not in ScopeType.values:
+        raise MemoryRowError("invalid_scope", f"scope_type must be one of {', '.join(ScopeType.values)}")
+    if not isinstance(scope_id, str) or not scope_id or len(scope_id) > 600:
+        raise MemoryRowError("invalid_scope", "scope_id must be non-empty text of at most 600 characters")
+    if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_CHARS or "\x00" in key:
+        raise MemoryRowError("invalid_key", f"key must be non-empty text of at most {MAX_KEY_CHARS} characters")
+    if category and category not in Category.values:
+        raise MemoryRowError(
+            "invalid_category", f"category must be one of {', '.join(Category.values)}, got {category!r}"
+        )
+    if not 0.0 <= float(confidence) <= 1.0:
+        raise MemoryRowError("invalid_confidence", "confidence must be from 0 to 1")
+    if actor_type not in ACTOR_TYPES:
+        raise MemoryRowError("invalid_actor", f"actor_type must be one of {', '.join(sorted(ACTOR_TYPES))}")
+
+
+def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: str, actor_id: str, reason: str):
+    MemoryEvent.objects.create(
+        memory=memory,
+        action=action,
+        before_value=before.value if before else None,
+        after_value=memory.value,
+        before_category=before.category if before else "",
+        after_category=memory.category,
+        actor_type=actor_type,
+        actor_id=str(actor_id)[:200],
+        reason=reason or "",
+        created_at=timezone.now(),
+    )
+
+
+def _snapshot(memory: Memory) -> Memory:
+    return Memory(value=memory.value, category=memory.category)
+
+
+def memory_upsert(
+    *,
+    agent_id: str,
+    owner_id: str,
+    scope_type: str,
+    scope_id: str,
+    key: str,
+    value: str,
+    category: str = "",
+    confidence: float = 1.0,
+    source: MemorySource | None = None,
+    actor_type: str,
+    actor_id: str = "",
+    reason: str = "",
+    session_id: str = "",
+    run_id: str = "",
+    source_message_id: int | None = None,
+) -> tuple[Memory, str]:
+    """Write a row by its unique key. Returns (row, action) with action add, replace, resave or unchanged.
+
+    An archived row with the same key is brought back with the new value (`resave`), so the key's
+    history stays on one row.
+    """
+    value = validate_value(value)
+    key = key.strip()
+    _validate_row(agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id, key=key,
+                  category=category, confidence=confidence, actor_type=actor_type)
+    now = timezone.now()
+    provenance = dict(
+        source=source,
+        source_type=source.source_type if source else "",
+        source_name=source.name if source else "",
+        source_description=source.description if source else "",
+        session_id=session_id,
+        run_id=str(run_id),
+        source_message_id=source_message_id,
+    )
+    with transaction.atomic():
+        existing = (
+            Memory.objects.select_for_update()
+            .filter(agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id, key=key)
+            .first()
+        )
+        if existing is None:
+            memory = Memory.objects.create(
+                agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id, key=key,
+                value=value, category=category, promote_target=promote_target_for(category),
+                confidence=confidence, created_at=now, updated_at=now, **provenance,
+            )
+            action, before = MemoryEvent.Action.ADD, None
+        else:
+            if not existing.is_archived and existing.value == value and existing.category == category:
+                return existing, "unchanged"
+            before = _snapshot(existing)
+            action = MemoryEvent.Action.RESAVE if existing.is_archived else MemoryEvent.Action.REPLACE
+            existing.value, existing.category, existing.confidence = value, category, confidence
+            existing.promote_target = promote_target_for(category)
+            existing.archived_at, existing.archived_by, existing.archive_reason = None, "", ""
+            existing.updated_at = now
+            for name, field_value in provenance.items():
+                setattr(existing, name, field_value)
+            existing.save()
+            memory = existing
+        _event(memory, action, before=before, actor_type=actor_type, actor_id=actor_id, reason=reason)
+        generations.bump(generation_name(agent_id))
+    return memory, str(action)
+
+
+def _locked(memory_id: int) -> Memory:
+    memory = Memory.objects.select_for_update().filter(pk=memory_id).first()
+    if memory is None:
+        raise MemoryRowError(NOT_FOUND, f"memory row {memory_id} does not exist")
+    return memory
+
+
+def memory_replace(
+    *,
+    memory_id: int,
+    value: str,
+    category: str | None = None,
+    actor_type: str,
+    actor_id: str = "",
+    reason: str = "",
+    run_id: str = "",
+) -> Memory:
+    """Correct an existing, non-archived row in place (the reviewer's `replace`, the tools' id+value)."""
+    value = validate_value(value)
+    if category is not None and category not in Category.values:
+        raise MemoryRowError("invalid_category", f"category must be one of {', '.join(Category.values)}")
+    with transaction.atomic():
+        memory = _locked(memory_id)
+        if memory.is_archived:
+            raise MemoryRowError("archived", f"memory row {memory_id} is archived; restore it first")
+        before = _snapshot(memory)
+        memory.value = value
+        if category is not None:
+            memory.category, memory.promote_target = category, promote_target_for(category)
+        memory.updated_at = timezone.now()
+        if run_id:
+            memory.run_id = str(run_id)
+        memory.save()
+        _event(memory, MemoryEvent.Action.REPLACE, before=before, actor_type=actor_type, actor_id=actor_id,
+               reason=reason)
+        generations.bump(generation_name(memory.agent_id))
+    return memory
+
+
+def memory_archive(
+    *, memory_id: int, archived_by: str, reason: str = "", actor_type: str = "operator", actor_id: str = ""
+) -> Memory:
+    """Archive a row (kept, restorable); archiving an archived row is refused as `already_archived`."""
+    with transaction.atomic():
+        memory = _locked(memory_id)
+        if memory.is_archived:
+            raise MemoryRowError("already_archived", f"memory row {memory_id} is already archived")
+        before = _snapshot(memory)
+        memory.archived_at = memory.updated_at = timezone.now()
+        memory.archived_by, memory.archive_reason = archived_by[:200], reason or ""
+        memory.save(update_fields=["archived_at", "archived_by", "archive_reason", "updated_at"])
+        _event(memory, MemoryEvent.Action.ARCHIVE, before=before, actor_type=actor_type,
+               actor_id=actor_id or archived_by, reason=reason)
+        generations.bump(generation_name(memory.agent_id))
+    return memory
+
+
+def memory_restore(*, memory_id: int, actor_type: str = "operator", actor_id: str = "", reason: str = "") -> Memory:
+    """Un-archive a row; restoring a live row is refused as `not_archived`."""
+    with transaction.atomic():
+        memory = _locked(memory_id)
+        if not memory.is_archived:
+            raise MemoryRowError("not_archived", f"memory row {memory_id} is not archived")
+        before = _snapshot(memory)
+        memory.archived_at, memory.archived_by, memory.archive_reason = None, "", ""
+        memory.updated_at = timezone.now()
+        memory.save(update_fields=["archived_at", "archived_by", "archive_reason", "updated_at"])
+        _event(memory, MemoryEvent.Action.RESTORE, before=before, actor_type=actor_type, actor_id=actor_id,
+               reason=reason)
+        generations.bump(generation_name(memory.agent_id))
+    return memory
+
+
+def memory_list(
+    *,
+    agent_id: str,
+    owner_id: str | None = None,
+    scope_type: str | None = None,
+    scope_id: str | None = None,
+    category: str | None = None,
+    archived: bool | None = False,
+) -> QuerySet[Memory]:
+    """Rows of an agent, newest first; live rows only unless `archived` is True (only archived) or None (all)."""
+    rows = Memory.objects.filter(agent_id=agent_id)
+    for field, value in (("owner_id", owner_id), ("scope_type", scope_type), ("scope_id", scope_id),
+                         ("category", category)):
+        if value is not None:
+            rows = rows.filter(**{field: value})
+    if archived is not None:
+        rows = rows.filter(archived_at__isnull=not archived)
+    return rows.order_by("-updated_at", "-id")
+
+
+def memory_lookup(*, agent_id: str, owner_id: str, scope_type: str, scope_id: str, key: str) -> Memory | None:
+    """One live row by its unique key, through the read-through row cache."""
+    def load():
+        return Memory.objects.filter(
+            agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id, key=key,
+            archived_at__isnull=True,
+        ).first()
+
+    cache_key = ("lookup", agent_id, owner_id, scope_type, scope_id, key)
+    return _row_cache.read_through(cache_key, [generation_name(agent_id)], load)
+
+
+def memory_get(*, agent_id: str, memory_id: int) -> Memory | None:
+    """One row (archived or not) of an agent by id, through the read-through row cache."""
+    cache_key = ("id", agent_id, memory_id)
+    load = Memory.objects.filter(agent_id=agent_id, pk=memory_id).first
+    return _row_cache.read_through(cache_key, [generation_name(agent_id)], load)
+
+
+def memory_history(*, memory_id: int) -> QuerySet[MemoryEvent]:
+    """Every change to a row, oldest first; kept when the row is archived."""
+    return MemoryEvent.objects.filter(memory_id=memory_id).order_by("id")

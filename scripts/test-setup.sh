@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# What the test suite needs besides Python packages: the local PostgreSQL and Redis running.
+set -euo pipefail
+
+if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+  if command -v pg_ctlcluster >/dev/null 2>&1; then
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+  fi
+fi
+if ! (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null; then
+  if command -v redis-server >/dev/null 2>&1; then
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+      --dir /tmp --logfile /tmp/fermix-redis.log || true
+  fi
+fi
+for _ in $(seq 1 30); do
+  pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && break
+  sleep 1
+done

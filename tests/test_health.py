@@ -1,0 +1,42 @@
+"""/healthz answers without authentication with database and worker state."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from fermix_site import health
+from fermix_site.models import Heartbeat
+
+pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+
+
+def test_healthz_needs_no_key_and_reports_database_and_worker(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok" and body["database"]["ok"] is True
+    assert body["worker"] == {"state": "never_seen", "last_heartbeat": None}
+
+
+def test_a_recent_heartbeat_is_alive_and_an_old_one_stale(client):
+    health.beat()
+    assert client.get("/healthz").json()["worker"]["state"] == "alive"
+    Heartbeat.objects.update(seen_at=timezone.now() - timedelta(minutes=10))
+    assert client.get("/healthz").json()["worker"]["state"] == "stale"
+
+
+def test_healthz_refuses_other_methods(client):
+    assert client.post("/healthz").status_code == 405
+
+
+def test_the_heartbeat_schedule_is_defined_in_code():
+    from django_q.models import Schedule
+
+    schedule = Schedule.objects.get(name="fermix-heartbeat")
+    assert (schedule.func, schedule.schedule_type, schedule.minutes) == ("fermix_site.tasks.heartbeat", "I", 1)
+
+
+def test_the_admin_asks_anonymous_users_to_log_in(client):
+    response = client.get("/admin/")
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
