@@ -3,7 +3,7 @@
 import pytest
 from django.db import connection
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.storage]
 
 
 @pytest.fixture
