@@ -69,3 +69,50 @@ class ResourceRevision(models.Model):
 
     def __str__(self):
         return f"{self.agent_id}/{self.resource_type} r{self.revision}"
+
+
+class SoulProposal(models.Model):
+    """A pending change to SOUL.md that the owner confirms (`apply TOKEN`) or refuses (`deny TOKEN`).
+
+    `revert` and `reset` compute their content from a revision or the shipped template. `review` and
+    `suggest` carry a model-written draft with its rationale (and the model's details in `metadata`),
+    so drafting with a provider needs no schema change.
+    """
+
+    class Mode(models.TextChoices):
+        REVIEW = "review"
+        SUGGEST = "suggest"
+        REVERT = "revert"
+        RESET = "reset"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPLIED = "applied"
+        DENIED = "denied"
+        EXPIRED = "expired"
+
+    token = models.CharField(max_length=64, unique=True)
+    agent_id = models.CharField(max_length=64)
+    mode = models.CharField(max_length=16, choices=Mode.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    instruction = models.TextField(blank=True, default="")
+    base_hash = models.CharField(max_length=64, blank=True, default="")  # SOUL.md on disk; "" when absent
+    base_revision = models.IntegerField(null=True, blank=True)
+    target_revision = models.IntegerField(null=True, blank=True)  # revert: the revision to restore
+    proposed_content = models.TextField()
+    proposed_hash = models.CharField(max_length=64)
+    diff = models.TextField(blank=True, default="")
+    rationale = models.TextField(blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)  # e.g. the drafting model, its usage
+    requested_by = models.CharField(max_length=200, blank=True, default="")
+    applied_revision = models.IntegerField(null=True, blank=True)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "soul_proposals"
+        indexes = [models.Index(fields=["agent_id", "created_at"], name="soul_proposal_agent")]
+
+    def __str__(self):
+        return f"{self.agent_id} soul {self.mode} ({self.status})"

@@ -1,0 +1,81 @@
+"""Reads of versioned resources, for the commands, the API and the admin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+from operator import or_
+
+from django.db.models import Q
+
+from resources.catalog import check_agent, check_scope, check_type
+from resources.errors import UnknownResource, UnknownRevision
+from resources.models import GLOBAL_SCOPE, Resource, ResourceRevision, ResourceType
+
+
+@dataclass(frozen=True)
+class ResourceSummary:
+    resource: Resource
+    current: ResourceRevision | None
+
+
+def _type_order(resource_type: str) -> int:
+    return ResourceType.values.index(resource_type) if resource_type in ResourceType.values else 99
+
+
+def resource_list(*, agent_id: str) -> list[ResourceSummary]:
+    """Every resource of the agent with its current revision: files in a fixed order, then checkpoints."""
+    check_agent(agent_id)
+    resources = list(Resource.objects.filter(agent_id=agent_id))
+    resources.sort(key=lambda r: (_type_order(r.resource_type), r.scope_id))
+    wanted = [Q(resource_type=r.resource_type, scope_id=r.scope_id, revision=r.current_revision)
+              for r in resources if r.current_revision]
+    current = {}
+    if wanted:
+        rows = ResourceRevision.objects.filter(agent_id=agent_id).filter(reduce(or_, wanted)).defer("content")
+        current = {(r.resource_type, r.scope_id): r for r in rows}
+    return [ResourceSummary(r, current.get((r.resource_type, r.scope_id))) for r in resources]
+
+
+def resource_get(*, agent_id: str, resource_type: str, scope_id: str | None = GLOBAL_SCOPE) -> Resource:
+    check_agent(agent_id)
+    check_type(resource_type)
+    scope_id = check_scope(resource_type, scope_id)
+    resource = Resource.objects.filter(agent_id=agent_id, resource_type=resource_type, scope_id=scope_id).first()
+    if resource is None or not resource.current_revision:
+        where = "" if scope_id == GLOBAL_SCOPE else f" in scope {scope_id}"
+        raise UnknownResource(f"{resource_type} has no revisions for agent {agent_id}{where}")
+    return resource
+
+
+def resource_revision_get(
+    *, agent_id: str, resource_type: str, revision: int | None = None, scope_id: str | None = GLOBAL_SCOPE
+) -> ResourceRevision:
+    """One revision with its content; the current one when `revision` is None."""
+    resource = resource_get(agent_id=agent_id, resource_type=resource_type, scope_id=scope_id)
+    number = resource.current_revision if revision is None else revision
+    found = ResourceRevision.objects.filter(
+        agent_id=agent_id, resource_type=resource_type, scope_id=resource.scope_id, revision=number
+    ).first()
+    if found is None:
+        raise UnknownRevision(f"{resource_type} has no revision {number} for agent {agent_id} "
+                              f"(the latest is {resource.current_revision})")
+    return found
+
+
+def resource_revision_list(
+    *, agent_id: str, resource_type: str, scope_id: str | None = GLOBAL_SCOPE, limit: int | None = None
+) -> list[ResourceRevision]:
+    """Revisions newest first, without their content."""
+    resource = resource_get(agent_id=agent_id, resource_type=resource_type, scope_id=scope_id)
+    rows = ResourceRevision.objects.filter(
+        agent_id=agent_id, resource_type=resource_type, scope_id=resource.scope_id
+    ).defer("content").order_by("-revision")
+    return list(rows[:limit] if limit else rows)
+
+
+def resource_scopes(*, agent_id: str, resource_type: str = ResourceType.CHECKPOINT) -> list[str]:
+    """The scopes a type has for the agent (the conversations with checkpoints)."""
+    check_agent(agent_id)
+    return list(Resource.objects.filter(agent_id=agent_id, resource_type=resource_type)
+                .order_by("scope_id").values_list("scope_id", flat=True))

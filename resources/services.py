@@ -1,0 +1,315 @@
+"""Writes of versioned resources: commit a revision, write a file with its revision, roll back.
+
+Numbering is per (agent_id, resource_type, scope_id), from 1, gap-free. Every write locks the
+resource row first (SQLite: the IMMEDIATE transaction already holds the database write lock;
+PostgreSQL: SELECT … FOR UPDATE), so concurrent writers queue and each one compares its content
+with the revision that is current once it holds the lock. Identical content is a no-op.
+
+For file-backed resources the file changes while the lock is held, and the pair stays consistent:
+if the file write fails the transaction rolls back (no revision claims it); if the commit fails the
+file is put back as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from fermix_site import generations
+from resources import files
+from resources.catalog import (
+    check_agent,
+    check_content,
+    check_provenance,
+    check_scope,
+    check_source,
+    check_type,
+    content_hash,
+    is_file_backed,
+    rollback_caveat,
+)
+from resources.errors import CheckpointRollback, InvalidContent, UnknownResource, UnknownRevision
+from resources.models import GLOBAL_SCOPE, MutationSource, Resource, ResourceRevision, ResourceType
+
+log = logging.getLogger("fermix.resources")
+
+
+def prompt_generation(agent_id: str) -> str:
+    """The generation every cached composed prompt of the agent is checked against."""
+    return f"prompt:{agent_id}"
+
+
+# --- the revision engine ----------------------------------------------------------------------------
+
+
+def _key(resource: Resource) -> dict:
+    return {"agent_id": resource.agent_id, "resource_type": resource.resource_type, "scope_id": resource.scope_id}
+
+
+def _lock_resource(*, agent_id: str, resource_type: str, scope_id: str) -> Resource:
+    """The resource row, created if missing, locked until the transaction ends."""
+    key = {"agent_id": agent_id, "resource_type": resource_type, "scope_id": scope_id}
+    resource = Resource.objects.select_for_update().filter(**key).first()
+    if resource is None:
+        path = files.resource_file_path(agent_id=agent_id, resource_type=resource_type) if is_file_backed(
+            resource_type) else ""
+        # ON CONFLICT DO NOTHING: a concurrent creator wins quietly and we lock its row instead.
+        Resource.objects.bulk_create([Resource(**key, resource_path=str(path))], ignore_conflicts=True)
+        resource = Resource.objects.select_for_update().get(**key)
+    return resource
+
+
+def _current(resource: Resource) -> ResourceRevision | None:
+    if not resource.current_revision:
+        return None
+    return ResourceRevision.objects.filter(**_key(resource), revision=resource.current_revision).first()
+
+
+def _append(resource: Resource, *, content: str, mutation_source: str, provenance: dict) -> ResourceRevision:
+    """Add the next revision and make it current. The caller holds the resource lock."""
+    last = ResourceRevision.objects.filter(**_key(resource)).aggregate(n=Max("revision"))["n"] or 0
+    revision = ResourceRevision.objects.create(
+        **_key(resource),
+        revision=last + 1,
+        parent_revision=resource.current_revision or None,
+        content_hash=content_hash(content),
+        content=content,
+        byte_size=len(content.encode("utf-8")),
+        mutation_source=mutation_source,
+        provenance=provenance,
+        created_at=timezone.now(),
+    )
+    resource.current_revision = revision.revision
+    resource.save(update_fields=["current_revision", "updated_at"])
+    if resource.resource_type != ResourceType.CHECKPOINT:
+        generations.bump(prompt_generation(resource.agent_id))
+    return revision
+
+
+def _append_if_changed(resource, *, content, mutation_source, provenance) -> ResourceRevision | None:
+    current = _current(resource)
+    if current is not None and current.content_hash == content_hash(content):
+        return None
+    return _append(resource, content=content, mutation_source=mutation_source, provenance=provenance)
+
+
+def resource_commit(
+    *,
+    agent_id: str,
+    resource_type: str,
+    content: str,
+    mutation_source: str,
+    provenance: dict | None = None,
+    scope_id: str = GLOBAL_SCOPE,
+) -> ResourceRevision | None:
+    """Record `content` as the next revision; None when it equals the current revision (a no-op).
+
+    Writes no file: file-backed resources go through `resource_write_file`, checkpoints come here.
+    """
+    check_agent(agent_id)
+    check_type(resource_type)
+    scope_id = check_scope(resource_type, scope_id)
+    check_source(resource_type, mutation_source)
+    check_content(content)
+    provenance = check_provenance(provenance)
+    with transaction.atomic():
+        resource = _lock_resource(agent_id=agent_id, resource_type=resource_type, scope_id=scope_id)
+        return _append_if_changed(resource, content=content, mutation_source=mutation_source, provenance=provenance)
+
+
+# --- file-backed resources --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    resource_type: str
+    target_revision: int | None  # None when the content came from elsewhere (a shipped template)
+    from_revision: int
+    revision: ResourceRevision | None  # the new `rollback` revision; None when already at the target
+
+    @property
+    def already_at_target(self) -> bool:
+        return self.revision is None
+
+    @property
+    def caveat(self) -> str | None:
+        return rollback_caveat(self.resource_type)
+
+
+class LockedFile:
+    """A file-backed resource whose row is locked: its revision and its file change together."""
+
+    def __init__(self, resource: Resource, path: Path):
+        self.resource = resource
+        self.path = path
+        self.touched = False
+        self.previous: bytes | None = None
+
+    @property
+    def current(self) -> ResourceRevision | None:
+        return _current(self.resource)
+
+    def capture_disk(self, why: str) -> ResourceRevision | None:
+        """Record the file as found when the registry does not know it or it was edited by hand."""
+        data = files.read_bytes(self.path)
+        if data is None:
+            return None
+        content = files.decode(data)
+        try:
+            check_content(content)
+        except InvalidContent as exc:
+            log.warning("not recording %s: %s", self.path, exc.message)
+            return None
+        source = MutationSource.IMPORTED if self.current is None else MutationSource.MANUAL_EDIT
+        provenance = {"path": str(self.path), "detected_during": why}
+        return _append_if_changed(self.resource, content=content, mutation_source=source, provenance=provenance)
+
+    def write(self, content: str, mutation_source: str, provenance: dict) -> ResourceRevision | None:
+        revision = _append_if_changed(
+            self.resource, content=content, mutation_source=mutation_source, provenance=provenance
+        )
+        data = content.encode("utf-8")
+        previous = files.read_bytes(self.path)
+        if previous != data:
+            if not self.touched:
+                self.touched, self.previous = True, previous
+            files.write_atomic(self.path, data)
+        return revision
+
+    def disk_hash(self) -> str:
+        """SHA-256 of the file's bytes now, "" when it does not exist."""
+        data = files.read_bytes(self.path)
+        return "" if data is None else hashlib.sha256(data).hexdigest()
+
+    def rollback_to(self, content: str, *, target_revision: int | None, provenance: dict) -> RollbackResult:
+        """Make `content` current again as a `rollback` revision; nothing new if it already is."""
+        current = self.current
+        from_revision = current.revision if current else 0
+        if current is not None and current.content_hash == content_hash(content):
+            self.write(content, MutationSource.ROLLBACK, {})  # no new revision; heals a missing file
+            return RollbackResult(self.resource.resource_type, target_revision, from_revision, None)
+        recorded = {"from_revision": from_revision, **provenance}
+        if target_revision is not None:
+            recorded["target_revision"] = target_revision
+        revision = self.write(content, MutationSource.ROLLBACK, recorded)
+        return RollbackResult(self.resource.resource_type, target_revision, from_revision, revision)
+
+    def undo(self) -> None:
+        if self.touched:
+            files.restore(self.path, self.previous)
+
+
+@contextmanager
+def resource_file_locked(*, agent_id: str, resource_type: str, why: str) -> Iterator[LockedFile]:
+    """Lock a file-backed resource for one transaction and yield it for writing.
+
+    Any hand edit on disk is recorded first, so no edit is lost. If the block raises, or the commit
+    fails, the file is put back as it was. Use it outermost: inside a caller's transaction the commit
+    happens later, out of reach of the file's undo (a later load then records the file as an edit).
+    """
+    path = files.resource_file_path(agent_id=agent_id, resource_type=resource_type)
+    locked = None
+    try:
+        with transaction.atomic():
+            resource = _lock_resource(agent_id=agent_id, resource_type=resource_type, scope_id=GLOBAL_SCOPE)
+            locked = LockedFile(resource, path)
+            locked.capture_disk(why)
+            yield locked
+    except BaseException:
+        # The transaction rolled back (or its COMMIT failed): the file goes back to what it was.
+        if locked is not None:
+            locked.undo()
+        raise
+
+
+def _check_file_write(agent_id, resource_type, content, mutation_source, provenance) -> dict:
+    check_agent(agent_id)
+    check_type(resource_type)
+    if not is_file_backed(resource_type):
+        raise InvalidContent(f"{resource_type} is not backed by a file; use resource_commit")
+    check_source(resource_type, mutation_source)
+    check_content(content)
+    return check_provenance(provenance)
+
+
+def resource_write_file(
+    *,
+    agent_id: str,
+    resource_type: str,
+    content: str,
+    mutation_source: str,
+    provenance: dict | None = None,
+) -> ResourceRevision | None:
+    """Write a prompt file atomically and record it as a revision; None when the content is unchanged.
+
+    A hand edit found on disk is recorded first (manual_edit, or imported when the file was unknown),
+    so the history keeps it. When the content equals the current revision but the file on disk differs
+    or is missing, the file is rewritten to match and no revision is added.
+    """
+    provenance = _check_file_write(agent_id, resource_type, content, mutation_source, provenance)
+    with resource_file_locked(agent_id=agent_id, resource_type=resource_type, why=mutation_source) as locked:
+        return locked.write(content, mutation_source, provenance)
+
+
+def resource_capture_file(*, agent_id: str, resource_type: str, why: str = "read") -> ResourceRevision | None:
+    """Record the file on disk if it has no revision yet (imported) or differs from the current one
+    (manual_edit). Returns the new revision, or None when the registry already matches the file."""
+    check_agent(agent_id)
+    if not is_file_backed(check_type(resource_type)):
+        raise InvalidContent(f"{resource_type} is not backed by a file")
+    with resource_file_locked(agent_id=agent_id, resource_type=resource_type, why=why) as locked:
+        return locked.capture_disk(why)
+
+
+def resource_seed_file(
+    *, agent_id: str, resource_type: str, content: str, provenance: dict | None = None
+) -> tuple[bool, ResourceRevision | None]:
+    """Write a file as a `seed` revision only if it does not exist yet; an existing file is kept as is.
+
+    Returns (written, revision). An existing file without a record is recorded as `imported`.
+    """
+    provenance = _check_file_write(agent_id, resource_type, content, MutationSource.SEED, provenance)
+    with resource_file_locked(agent_id=agent_id, resource_type=resource_type, why="seed") as locked:
+        if locked.path.exists():
+            return False, None
+        return True, locked.write(content, MutationSource.SEED, provenance)
+
+
+# --- rollback ---------------------------------------------------------------------------------------
+
+
+def resource_rollback(*, agent_id: str, resource_type: str, revision: int, provenance: dict | None = None
+                      ) -> RollbackResult:
+    """Make an earlier revision's content current again, as a new `rollback` revision, and rewrite the file.
+
+    Rolling back to content identical to the current revision writes nothing (`already_at_target`).
+    Checkpoints are audit records and cannot be rolled back. `provenance` adds to the recorded
+    from/target revisions (for example the proposal that asked for it).
+    """
+    check_agent(agent_id)
+    check_type(resource_type)
+    if resource_type == ResourceType.CHECKPOINT:
+        raise CheckpointRollback("checkpoint revisions are audit and history records only; they cannot be rolled back")
+    extra = check_provenance(provenance)
+    if not Resource.objects.filter(agent_id=agent_id, resource_type=resource_type).exists():
+        raise UnknownResource(f"{resource_type} has no revisions for agent {agent_id}")
+    with resource_file_locked(agent_id=agent_id, resource_type=resource_type, why="rollback") as locked:
+        target = _revision(agent_id=agent_id, resource_type=resource_type, number=revision)
+        return locked.rollback_to(target.content, target_revision=target.revision, provenance=extra)
+
+
+def _revision(*, agent_id, resource_type, number) -> ResourceRevision:
+    try:
+        return ResourceRevision.objects.get(
+            agent_id=agent_id, resource_type=resource_type, scope_id=GLOBAL_SCOPE, revision=number
+        )
+    except ResourceRevision.DoesNotExist:
+        raise UnknownRevision(f"{resource_type} has no revision {number} for agent {agent_id}") from None
