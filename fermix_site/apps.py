@@ -15,6 +15,14 @@ def ensure_schedules(sender, using="default", **kwargs):
             "repeats": -1,
         },
     )
+    Schedule.objects.using(using).update_or_create(
+        name="fermix-prompt-files-rebuild",
+        defaults={
+            "func": "memory.tasks.rebuild_prompt_files_all",
+            "schedule_type": Schedule.HOURLY,
+            "repeats": -1,
+        },
+    )
 
 
 def worker_spawned(sender, proc_name=None, **kwargs):

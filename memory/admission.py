@@ -1,0 +1,139 @@
+"""Admission: the one gate every memory write passes, whoever the writer is.
+
+It validates the category, applies the trust gate (a guest never writes a `directive`), and maps the
+category and the writer to a scope:
+
+| writer | identity, preference, interest, goal | context | directive | no category (a note) |
+|---|---|---|---|---|
+| reviewer, operator | owner scope | agent scope | agent scope | refused |
+| memory_store tool | owner scope | conversation scope | conversation scope | conversation scope |
+| scheduled job run | job scope | job scope | job scope | job scope |
+
+Conversation-scoped `context` renders into MEMORY.md; conversation-scoped `directive` and every
+job-scoped row never render (see `memory.prompt_files`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memory import rows
+from memory.conversations import ConversationKey
+from memory.models import Category, Memory, MemorySource, ScopeType, Trust
+
+USER_PROFILE = {Category.IDENTITY, Category.PREFERENCE, Category.INTEREST, Category.GOAL}
+WRITERS = {"reviewer", "operator", "tool", "job"}
+
+TRUST_GATE = "trust_gate"
+
+
+class AdmissionError(rows.MemoryRowError):
+    """A write refused by admission; `code` is the reason recorded with a skipped operation."""
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who is writing, on whose behalf, from where."""
+
+    kind: str  # reviewer, operator, tool, job
+    agent_id: str
+    owner_id: str
+    trust: str = Trust.GUEST
+    conversation: ConversationKey | None = None
+    job_source_key: str = ""  # `job:<id>` for scheduled job runs
+    actor_id: str = ""  # review run id, tool name, operator name, job run id
+
+    @property
+    def actor_type(self) -> str:
+        return {"reviewer": "reviewer", "operator": "operator", "tool": "tool", "job": "job"}[self.kind]
+
+
+def scope_for(writer: Writer, category: str) -> tuple[str, str]:
+    """The (scope_type, scope_id) a writer's row of this category is stored at."""
+    if writer.kind == "job":
+        if not writer.job_source_key:
+            raise AdmissionError("invalid_scope", "a job run writes only with its job's memory source")
+        return ScopeType.JOB, writer.job_source_key
+    if category in USER_PROFILE:
+        return ScopeType.OWNER, writer.owner_id
+    if writer.kind == "tool":
+        if writer.conversation is None:
+            raise AdmissionError("invalid_scope", "memory_store needs a conversation")
+        return ScopeType.CONVERSATION, str(writer.conversation)
+    if not category:
+        raise AdmissionError("invalid_category", "a long-term memory row needs a category")
+    return ScopeType.AGENT, writer.agent_id
+
+
+def check_category(writer: Writer, category: str) -> None:
+    """Category validation and the trust gate."""
+    if writer.kind not in WRITERS:
+        raise AdmissionError("invalid_writer", f"unknown writer {writer.kind!r}")
+    if category and category not in Category.values:
+        raise AdmissionError("invalid_category",
+                             f"category must be one of {', '.join(Category.values)}, got {category!r}")
+    if category == Category.DIRECTIVE and writer.trust != Trust.OPERATOR:
+        raise AdmissionError(TRUST_GATE, "only the operator may set a directive (a standing rule); "
+                                         "store it as context or ask the operator")
+
+
+def check_row(writer: Writer, memory: Memory) -> None:
+    """May this writer change this existing row? (replace, archive by id)"""
+    if memory.agent_id != writer.agent_id:
+        raise AdmissionError(rows.NOT_FOUND, f"memory row {memory.pk} does not exist")
+    if writer.kind == "job" and (memory.scope_type != ScopeType.JOB or memory.scope_id != writer.job_source_key):
+        raise AdmissionError("out_of_scope", f"memory row {memory.pk} is not this job's")
+    if writer.kind in {"reviewer", "tool"} and memory.owner_id != writer.owner_id:
+        raise AdmissionError("out_of_scope", f"memory row {memory.pk} belongs to another owner")
+    if memory.category == Category.DIRECTIVE and writer.trust != Trust.OPERATOR:
+        raise AdmissionError(TRUST_GATE, "only the operator may change a directive")
+
+
+def admit_add(
+    writer: Writer,
+    *,
+    key: str,
+    value: str,
+    category: str = "",
+    confidence: float = 1.0,
+    source: MemorySource | None = None,
+    reason: str = "",
+    source_message_id: int | None = None,
+) -> tuple[Memory, str]:
+    """Admit and write a row by key. Returns (row, action) as `memory_upsert` does."""
+    check_category(writer, category)
+    scope_type, scope_id = scope_for(writer, category)
+    return rows.memory_upsert(
+        agent_id=writer.agent_id, owner_id=writer.owner_id, scope_type=scope_type, scope_id=scope_id,
+        key=key, value=value, category=category, confidence=confidence, source=source,
+        actor_type=writer.actor_type, actor_id=writer.actor_id, reason=reason,
+        session_id=str(writer.conversation or ""), run_id=writer.actor_id if writer.kind == "reviewer" else "",
+        source_message_id=source_message_id,
+    )
+
+
+def admit_replace(writer: Writer, *, memory_id: int, value: str, category: str | None = None,
+                  reason: str = "") -> Memory:
+    """Admit and apply a correction of an existing row by id (the 200-character limit applies)."""
+    memory = Memory.objects.filter(pk=memory_id).first()
+    if memory is None:
+        raise AdmissionError(rows.NOT_FOUND, f"memory row {memory_id} does not exist")
+    check_row(writer, memory)
+    if category is not None and category != memory.category:
+        check_category(writer, category)
+        if scope_for(writer, category) != scope_for(writer, memory.category or category):
+            raise AdmissionError("scope_change", "a replace cannot move a row to another scope; "
+                                                 "archive it and add a new one")
+    return rows.memory_replace(memory_id=memory_id, value=value, category=category,
+                               actor_type=writer.actor_type, actor_id=writer.actor_id, reason=reason,
+                               run_id=writer.actor_id if writer.kind == "reviewer" else "")
+
+
+def admit_archive(writer: Writer, *, memory_id: int, reason: str = "") -> Memory:
+    """Admit and archive a row by id (restorable)."""
+    memory = Memory.objects.filter(pk=memory_id).first()
+    if memory is None:
+        raise AdmissionError(rows.NOT_FOUND, f"memory row {memory_id} does not exist")
+    check_row(writer, memory)
+    return rows.memory_archive(memory_id=memory_id, archived_by=f"{writer.actor_type}:{writer.actor_id}".rstrip(":"),
+                               reason=reason, actor_type=writer.actor_type, actor_id=writer.actor_id)

@@ -1,0 +1,193 @@
+"""USER.md and MEMORY.md, rendered from the agent owner's promoted memory rows.
+
+Rendering is a pure function of the rows: sections in a fixed order, newest row first, per-section
+row caps, values cut at 200 characters, then the file's token budget (bytes / 4). The same rows give
+the same bytes, so the content hash only changes when the facts do. Every row left out is counted
+with its reason and logged; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+from django.db.models import Q
+
+from fermix_site.conf import conf
+from memory.models import Category, Memory, ScopeType
+
+logger = logging.getLogger("fermix.memory")
+
+VALUE_LIMIT = 200
+ELLIPSIS = "…"
+
+
+@dataclass(frozen=True)
+class Section:
+    heading: str
+    category: str
+    cap: int
+
+
+USER_SECTIONS = (
+    Section("Identity", Category.IDENTITY, 6),
+    Section("Preferences", Category.PREFERENCE, 6),
+    Section("Interests", Category.INTEREST, 6),
+    Section("Goals", Category.GOAL, 5),
+)
+MEMORY_SECTIONS = (
+    Section("Working Rules", Category.DIRECTIVE, 8),
+    Section("Context", Category.CONTEXT, 12),
+)
+FILES = {"user_md": USER_SECTIONS, "memory_md": MEMORY_SECTIONS}
+FILE_NAMES = {"user_md": "USER.md", "memory_md": "MEMORY.md"}
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text.encode("utf-8")) / 4)
+
+
+def token_cap(resource_type: str) -> int:
+    memory = conf.memory
+    return memory.prompt_user_token_cap if resource_type == "user_md" else memory.prompt_memory_token_cap
+
+
+@dataclass
+class Rendered:
+    resource_type: str
+    content: str
+    tokens: int
+    cap: int
+    shown: dict[int, str] = field(default_factory=dict)  # row id -> section heading
+    over_cap: int = 0  # rows left out by their section's row cap
+    over_budget: list[int] = field(default_factory=list)  # ids of rows left out by the token budget
+
+    @property
+    def file_name(self) -> str:
+        return FILE_NAMES[self.resource_type]
+
+
+def line_for(value: str) -> str:
+    if len(value) > VALUE_LIMIT:
+        value = value[:VALUE_LIMIT] + ELLIPSIS
+    return "- " + " ".join(value.split())  # one line per row, whatever the value holds
+
+
+def _join(sections: dict[str, list[str]]) -> str:
+    blocks = [f"## {heading}\n" + "".join(line + "\n" for line in lines) for heading, lines in sections.items()
+              if lines]
+    return "\n".join(blocks)
+
+
+def render(resource_type: str, rows: list[Memory], budget: int, *, over_cap: int = 0) -> Rendered:
+    """Render one file from candidate rows (any order): caps first, then the token budget.
+
+    `over_cap` counts rows the caller already left out by the caps without loading them.
+    """
+    result = Rendered(resource_type, "", 0, budget, over_cap=over_cap)
+    ordered = sorted(rows, key=lambda r: (r.updated_at, r.id), reverse=True)
+    chosen: dict[str, list[str]] = {s.heading: [] for s in FILES[resource_type]}
+    for section in FILES[resource_type]:
+        in_section = [r for r in ordered if r.category == section.category]
+        result.over_cap += len(in_section[section.cap:])
+        for row in in_section[: section.cap]:
+            line = line_for(row.value)
+            chosen[section.heading].append(line)
+            if estimate_tokens(_join(chosen)) <= budget:
+                result.shown[row.id] = section.heading
+            else:
+                chosen[section.heading].pop()
+                result.over_budget.append(row.id)
+    result.content = _join(chosen)
+    result.tokens = estimate_tokens(result.content)
+    return result
+
+
+def _candidates(agent_id: str, resource_type: str):
+    """Live rows of the agent's owner that may render into the file, by the scope rules.
+
+    USER.md: user-profile rows at owner (or conversation) scope. MEMORY.md: directives at agent or
+    owner scope (a conversation-scoped directive never renders) and context at agent, owner or
+    conversation scope. Job-scoped rows never render. Rows of other owners never render.
+    """
+    base = Memory.objects.filter(agent_id=agent_id, owner_id=conf.memory.owner_id, archived_at__isnull=True)
+    if resource_type == "user_md":
+        return base.filter(category__in=[s.category for s in USER_SECTIONS],
+                           scope_type__in=[ScopeType.OWNER, ScopeType.CONVERSATION])
+    return base.filter(
+        Q(category=Category.DIRECTIVE, scope_type__in=[ScopeType.AGENT, ScopeType.OWNER])
+        | Q(category=Category.CONTEXT, scope_type__in=[ScopeType.AGENT, ScopeType.OWNER, ScopeType.CONVERSATION])
+    )
+
+
+def render_for_agent(agent_id: str, resource_type: str) -> Rendered:
+    """Load only each section's newest `cap` rows (and count the rest), then render."""
+    candidates = _candidates(agent_id, resource_type)
+    rows, over_cap = [], 0
+    for section in FILES[resource_type]:
+        in_section = candidates.filter(category=section.category).order_by("-updated_at", "-id")
+        newest = list(in_section.only("id", "category", "value", "updated_at")[: section.cap])
+        rows.extend(newest)
+        if len(newest) == section.cap:
+            over_cap += in_section.count() - section.cap
+    return render(resource_type, rows, token_cap(resource_type), over_cap=over_cap)
+
+
+def scope_reason(memory: Memory) -> str | None:
+    """Why the scope rules keep this row out of the prompt files, or None when they allow it."""
+    if memory.archived_at is not None:
+        return "archived"
+    if memory.owner_id != conf.memory.owner_id:
+        return f"belongs to owner {memory.owner_id!r}, not the agent's owner {conf.memory.owner_id!r}"
+    if memory.scope_type == ScopeType.JOB:
+        return "job-scoped rows never render"
+    if not memory.category:
+        return "a conversation note (no category) never renders"
+    if memory.category == Category.DIRECTIVE and memory.scope_type == ScopeType.CONVERSATION:
+        return "conversation-scoped directives never render"
+    if memory.category not in {Category.DIRECTIVE, Category.CONTEXT} and memory.scope_type == ScopeType.AGENT:
+        return "user-profile rows render only at owner or conversation scope"
+    return None
+
+
+def why_not_rendered(memory: Memory) -> str | None:
+    """None when the row renders, else the reason it does not: scope rule, row cap or token budget."""
+    reason = scope_reason(memory)
+    if reason:
+        return reason
+    resource_type = "user_md" if memory.promote_target == "user_md" else "memory_md"
+    rendered = render_for_agent(memory.agent_id, resource_type)
+    if memory.id in rendered.shown:
+        return None
+    if memory.id in rendered.over_budget:
+        return f"over {rendered.file_name}'s token budget ({rendered.cap} tokens)"
+    return "over its section's row cap (newer rows are kept)"
+
+
+def prompt_files_rebuild(
+    *, agent_id: str, mutation_source: str = "extraction_rebuild", trigger: str = "", memory_ids=(),
+    extra_provenance: dict | None = None,
+) -> dict[str, Rendered]:
+    """Render USER.md and MEMORY.md and write each whose content changed, as a revision."""
+    from resources.services import resource_write_file
+
+    results = {}
+    for resource_type in FILES:
+        rendered = render_for_agent(agent_id, resource_type)
+        if rendered.over_cap or rendered.over_budget:
+            logger.info("%s/%s: rows left out: %d over the section caps, %d over the %d-token budget",
+                        agent_id, rendered.file_name, rendered.over_cap, len(rendered.over_budget), rendered.cap)
+        provenance = {
+            "trigger": trigger,
+            "memory_ids": sorted(int(i) for i in memory_ids),
+            "rows_shown": len(rendered.shown),
+            "rows_over_cap": rendered.over_cap,
+            "rows_over_budget": rendered.over_budget,
+            "tokens": rendered.tokens,
+            **(extra_provenance or {}),
+        }
+        resource_write_file(agent_id=agent_id, resource_type=resource_type, content=rendered.content,
+                            mutation_source=mutation_source, provenance=provenance)
+        results[resource_type] = rendered
+    return results
