@@ -1,0 +1,156 @@
+"""`chat`: one model call through the configured provider chain, every attempt traced.
+
+The primary answers first. A transient failure (connect error, timeout, 408/429/5xx, a malformed or
+oversized answer) moves on to the next provider in config order; a 4xx that every provider would also
+refuse stops the chain and is raised. Each attempt writes one `ModelCall` row after the HTTP exchange,
+so no database transaction is held open while a model thinks: call `chat` outside `transaction.atomic`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from dataclasses import replace
+
+import httpx
+from django.db import DatabaseError
+
+from fermix_site.conf import ProviderConf, conf
+from providers import anthropic, openai
+from providers.base import ChatRequest, ChatResult
+from providers.errors import ContextLengthError, NoProviderConfigured, ProviderError
+from providers.models import ModelCall
+from providers.transport import post_json
+
+logger = logging.getLogger("fermix.providers")
+
+ADAPTERS = {"openai": openai, "anthropic": anthropic}
+ERROR_CHARS = 2000
+REASONING_REFUSED = re.compile(r"reasoning|thinking", re.IGNORECASE)
+
+
+def chat(
+    *,
+    messages: list[dict],
+    tools: list[dict] | None = None,
+    agent_tag: str,
+    agent_id: str,
+    conversation_key: str = "",
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    reasoning_effort: str | None = None,
+    timeout_ms: int | None = None,
+) -> ChatResult:
+    """Ask the provider chain for one answer; raise ProviderError (or a subclass) if none gives one.
+
+    `timeout_ms` (default `[fermix_core.timeouts] llm_buffered_ms`) bounds each attempt. When every
+    provider fails transiently, the raised error lists them all in `failures`.
+    """
+    if not agent_tag or not agent_id:
+        raise ValueError("agent_tag and agent_id are required: every model call is traced under them")
+    request = ChatRequest(messages=messages, tools=tools, max_tokens=max_tokens, temperature=temperature,
+                          reasoning_effort=reasoning_effort)
+    chain = conf.provider_chain
+    if not chain:
+        raise NoProviderConfigured()
+    timeout_s = (timeout_ms if timeout_ms is not None else conf.timeouts.llm_buffered_ms) / 1000
+    trace = _Trace(call_id=uuid.uuid4().hex, agent_id=agent_id, agent_tag=agent_tag,
+                   conversation_key=conversation_key)
+    failures: list[ProviderError] = []
+    with httpx.Client(follow_redirects=False) as client:
+        for index, provider in enumerate(chain):
+            is_last = index == len(chain) - 1
+            try:
+                result = _ask(client, provider, request, timeout_s, trace, is_last=is_last)
+            except ProviderError as exc:
+                failures.append(exc)
+                if not exc.transient:
+                    raise
+                if not is_last:
+                    logger.warning("provider %s failed for %s, trying the next one: %s", provider.name, agent_tag, exc)
+                continue
+            result.call_id = trace.call_id
+            return result
+    raise _exhausted(failures)
+
+
+def _ask(client: httpx.Client, provider: ProviderConf, request: ChatRequest, timeout_s: float, trace: _Trace,
+         *, is_last: bool) -> ChatResult:
+    """One provider's answer, traced; retried once without reasoning_effort if the model refuses it."""
+    started = time.monotonic()
+    try:
+        result = _attempt(client, provider, request, timeout_s)
+    except ProviderError as exc:
+        exc.provider = provider.name
+        if _refuses_reasoning(exc, request):
+            # A model without a reasoning setting: the answer matters more than the effort.
+            trace.record(provider, started, ModelCall.Outcome.FALLBACK, exc,
+                         note=" (retrying without reasoning_effort)")
+            return _ask(client, provider, replace(request, reasoning_effort=None), timeout_s, trace, is_last=is_last)
+        moves_on = exc.transient and not is_last
+        trace.record(provider, started, ModelCall.Outcome.FALLBACK if moves_on else ModelCall.Outcome.FAILED, exc)
+        raise
+    trace.record(provider, started, ModelCall.Outcome.OK, result=result)
+    return result
+
+
+def _attempt(client: httpx.Client, provider: ProviderConf, request: ChatRequest, timeout_s: float) -> ChatResult:
+    if provider.api_key_env and not provider.api_key:
+        # Only this provider is unusable, so the chain may still answer through the next one.
+        raise ProviderError(f"environment variable {provider.api_key_env} (api_key_env) is not set",
+                            transient=True)
+    adapter = ADAPTERS[provider.kind]
+    url, headers, body = adapter.build(provider, request)
+    data = post_json(client, url, headers=headers, body=body, timeout_s=timeout_s)
+    return ChatResult(**adapter.parse(data), provider=provider.name, model=provider.model,
+                      context_window=provider.context_window, raw=data)
+
+
+def _refuses_reasoning(exc: ProviderError, request: ChatRequest) -> bool:
+    return (request.reasoning_effort is not None and exc.status == 400 and not isinstance(exc, ContextLengthError)
+            and bool(REASONING_REFUSED.search(str(exc))))
+
+
+def _exhausted(failures: list[ProviderError]) -> ProviderError:
+    if len(failures) == 1:
+        return failures[0]
+    summary = "; ".join(f"{failure.provider}: {failure}" for failure in failures)
+    error = ProviderError(f"all {len(failures)} providers failed: {summary}", transient=True,
+                          status=failures[-1].status, provider=failures[-1].provider)
+    error.failures = failures
+    return error
+
+
+class _Trace:
+    """Writes the ModelCall rows of one chat() call, numbering its attempts."""
+
+    def __init__(self, **fields):
+        self.fields = fields
+        self.call_id = fields["call_id"]
+        self.attempt = 0
+
+    def record(self, provider: ProviderConf, started: float, outcome: str, error: ProviderError | None = None,
+               *, result: ChatResult | None = None, note: str = "") -> None:
+        row = ModelCall(
+            **self.fields,
+            provider=provider.name,
+            kind=provider.kind,
+            model=provider.model[:200],
+            attempt=self.attempt,
+            prompt_tokens=result.prompt_tokens if result else 0,
+            completion_tokens=result.completion_tokens if result else 0,
+            latency_ms=round((time.monotonic() - started) * 1000),
+            outcome=outcome,
+            http_status=error.status if error else 200,
+            error=(str(error) + note)[:ERROR_CHARS] if error else "",
+        )
+        row.agent_id, row.agent_tag = row.agent_id[:64], row.agent_tag[:64]
+        row.conversation_key = row.conversation_key[:255]
+        self.attempt += 1
+        try:
+            row.save()
+        except DatabaseError:
+            # Losing a trace row is better than losing an answer the provider already produced.
+            logger.exception("could not record the model call of %s to %s", row.agent_tag, row.provider)
