@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "resources",
     "jobs",
     "api",
+    "providers",
 ]
 
 MIDDLEWARE = [
