@@ -9,6 +9,8 @@ from django.db import connection
 from fermix_site import conf as conf_module
 from fermix_site import generations
 
+pytest_plugins = ["tests.fakeprovider"]
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
