@@ -152,6 +152,7 @@ class LockedFile:
         self.path = path
         self.touched = False
         self.previous: bytes | None = None
+        self.captured: ResourceRevision | None = None  # the hand edit recorded when the lock was taken
 
     @property
     def current(self) -> ResourceRevision | None:
@@ -221,7 +222,7 @@ def resource_file_locked(*, agent_id: str, resource_type: str, why: str) -> Iter
         with transaction.atomic():
             resource = _lock_resource(agent_id=agent_id, resource_type=resource_type, scope_id=GLOBAL_SCOPE)
             locked = LockedFile(resource, path)
-            locked.capture_disk(why)
+            locked.captured = locked.capture_disk(why)
             yield locked
     except BaseException:
         # The transaction rolled back (or its COMMIT failed): the file goes back to what it was.
@@ -266,7 +267,7 @@ def resource_capture_file(*, agent_id: str, resource_type: str, why: str = "read
     if not is_file_backed(check_type(resource_type)):
         raise InvalidContent(f"{resource_type} is not backed by a file")
     with resource_file_locked(agent_id=agent_id, resource_type=resource_type, why=why) as locked:
-        return locked.capture_disk(why)
+        return locked.captured
 
 
 def resource_seed_file(
