@@ -1,0 +1,185 @@
+"""`doctor`: one pass over everything that makes Fermix healthy, as structured results.
+
+Each check returns a `Check` with a status (`ok`, `warning`, `error`), a one-line message a person
+can act on, and details. The command prints them (or `--json`) and exits non-zero on any error; the
+admin shows the same list.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from django.db import DatabaseError, connections
+from django.db.migrations.executor import MigrationExecutor
+
+from fermix_site import conf as conf_module
+from fermix_site import health
+from fermix_site.conf import ConfigError, conf
+from resources.bootstrap import BOOTSTRAP_TYPES, bootstrap_template_check
+from resources.catalog import content_hash
+from resources.models import Resource, ResourceRevision
+
+OK, WARNING, ERROR = "ok", "warning", "error"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    message: str
+    details: dict = field(default_factory=dict)
+
+
+def _connection():
+    return connections["default"]
+
+
+def check_config() -> Check:
+    try:
+        config = conf_module.load()
+    except ConfigError as exc:
+        return Check("config", ERROR, f"configuration is invalid: {exc}")
+    where = str(config.config_path) if config.config_path.exists() else "defaults (no config.toml)"
+    return Check("config", OK, f"configuration is valid: {where}", {"path": str(config.config_path)})
+
+
+def check_home_writable() -> Check:
+    home = Path(conf.home)
+    try:
+        fd, probe = tempfile.mkstemp(dir=home, prefix=".doctor-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return Check("home_writable", ERROR, f"FERMIX_HOME {home} is not writable: {exc.strerror}",
+                     {"path": str(home)})
+    return Check("home_writable", OK, f"FERMIX_HOME {home} is writable", {"path": str(home)})
+
+
+def check_migrations() -> Check:
+    connection = _connection()
+    executor = MigrationExecutor(connection)
+    pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if pending:
+        names = [f"{m.app_label}.{m.name}" for m, _ in pending]
+        return Check("migrations", ERROR, f"{len(names)} migration(s) not applied: run `python manage.py migrate`",
+                     {"pending": names})
+    return Check("migrations", OK, "database schema is up to date", {"vendor": connection.vendor})
+
+
+def _from_system_check(name: str, messages, ok_message: str) -> Check:
+    if not messages:
+        return Check(name, OK, ok_message)
+    worst = ERROR if any(m.is_serious() for m in messages) else WARNING
+    text = " ".join(f"{m.msg} ({m.id})" for m in messages)
+    return Check(name, worst, text, {"hints": [m.hint for m in messages if m.hint]})
+
+
+def check_fts() -> Check:
+    from memory.checks import check_fts_triggers
+
+    if _connection().vendor != "sqlite":
+        return Check("fts_triggers", OK, "PostgreSQL full-text search needs no triggers")
+    return _from_system_check("fts_triggers", check_fts_triggers(), "FTS5 mirrors and their triggers are present")
+
+
+def check_wal() -> Check:
+    from memory.checks import check_wal as wal
+
+    if _connection().vendor != "sqlite":
+        return Check("wal", OK, "not SQLite: journal mode does not apply")
+    return _from_system_check("wal", wal(), "SQLite journal_mode is WAL")
+
+
+def check_revision_hashes() -> Check:
+    """Every stored revision's hash and size still match its content."""
+    bad, total = [], 0
+    rows = ResourceRevision.objects.order_by("pk").values_list(
+        "agent_id", "resource_type", "scope_id", "revision", "content", "content_hash", "byte_size")
+    for agent_id, resource_type, scope_id, number, content, digest, size in rows.iterator(chunk_size=200):
+        total += 1
+        if content_hash(content) != digest or len(content.encode("utf-8")) != size:
+            scope = "" if scope_id == "global" else f" [{scope_id}]"
+            bad.append(f"{agent_id}/{resource_type}{scope} r{number}")
+    if bad:
+        return Check("revision_hashes", ERROR, f"{len(bad)} revision(s) do not match their stored hash: "
+                     f"{', '.join(bad[:10])}", {"mismatched": bad, "checked": total})
+    return Check("revision_hashes", OK, f"all {total} revision hashes match their content", {"checked": total})
+
+
+def _agents() -> list[str]:
+    found = set(Resource.objects.filter(resource_type__in=BOOTSTRAP_TYPES).values_list("agent_id", flat=True))
+    return sorted(found | {conf.memory.agent_id})
+
+
+def check_bootstrap_templates(template_dir: Path | None = None) -> Check:
+    """Shipped FERMIX.md, SOUL.md and REALTIME.md against what each install's seed revision recorded."""
+    details, drifted, missing, untracked = {}, [], [], []
+    for agent_id in _agents():
+        result = bootstrap_template_check(agent_id=agent_id, template_dir=template_dir)
+        details[agent_id] = asdict(result)
+        drifted += [f"{agent_id}/{n}" for n in result.drifted]
+        missing += [f"{agent_id}/{n}" for n in result.missing]
+        untracked += [f"{agent_id}/{n}" for n in result.untracked]
+    notes = []
+    if drifted:
+        notes.append(f"shipped template changed since seeding: {', '.join(drifted)} "
+                     "(diff your file against the current template and pull in what you want)")
+    if missing:
+        notes.append(f"missing: {', '.join(missing)} (run `python manage.py fermix_setup --noinput`)")
+    if untracked:
+        notes.append(f"seeded before revision tracking, nothing to compare: {', '.join(untracked)}")
+    status = WARNING if drifted or missing else OK
+    message = "; ".join(notes) if notes else "bootstrap files match the templates they were seeded from"
+    return Check("bootstrap_templates", status, message, details)
+
+
+def check_worker() -> Check:
+    state = health.worker_state()
+    if state["state"] == "alive":
+        return Check("worker", OK, f"django-q2 cluster seen {state['age_seconds']:.0f}s ago", state)
+    if state["state"] == "never_seen":
+        return Check("worker", WARNING, "django-q2 cluster has never been seen: start it with "
+                     "`python manage.py qcluster` (make run does)", state)
+    return Check("worker", WARNING, f"django-q2 cluster last seen {state['age_seconds']:.0f}s ago: is it running?",
+                 state)
+
+
+def _database() -> Check | None:
+    try:
+        with _connection().cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        return Check("database", ERROR, f"database unreachable: {exc}")
+    return None
+
+
+CHECKS = (check_migrations, check_fts, check_wal, check_revision_hashes, check_bootstrap_templates, check_worker)
+
+
+def doctor_run() -> list[Check]:
+    """Run every check; database checks are skipped (one error) when the database cannot be reached."""
+    results = [check_config(), check_home_writable()]
+    unreachable = _database()
+    if unreachable:
+        return [*results, unreachable]
+    results.append(Check("database", OK, f"database reachable ({_connection().vendor})"))
+    for check in CHECKS:
+        try:
+            results.append(check())
+        except DatabaseError as exc:
+            results.append(Check(check.__name__.removeprefix("check_"), ERROR, f"could not run: {exc}"))
+    return results
+
+
+def overall(results: list[Check]) -> str:
+    statuses = {r.status for r in results}
+    return ERROR if ERROR in statuses else WARNING if WARNING in statuses else OK
+
+
+def doctor_report() -> dict:
+    """The JSON form: {"status": ..., "checks": [{name, status, message, details}, …]}."""
+    results = doctor_run()
+    return {"status": overall(results), "checks": [asdict(r) for r in results]}

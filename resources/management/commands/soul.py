@@ -1,0 +1,52 @@
+from django.utils import timezone
+
+from resources.cli import ResourceCommand, positive_int
+from resources.soul import OWNER_TRUST, soul_apply, soul_deny, soul_propose
+
+
+class Command(ResourceCommand):
+    help = ("Change SOUL.md with the owner's confirmation: `revert N` or `reset` (to the shipped template) "
+            "prints a diff and a token; `apply TOKEN` writes it, `deny TOKEN` drops it. Tokens expire after "
+            "five minutes.")
+
+    def add_arguments(self, parser):
+        actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+        revert = actions.add_parser("revert", help="propose restoring SOUL.md revision N")
+        revert.add_argument("revision", type=positive_int)
+        reset = actions.add_parser("reset", help="propose restoring the shipped SOUL.md template")
+        apply = actions.add_parser("apply", help="apply a proposal")
+        apply.add_argument("token")
+        deny = actions.add_parser("deny", help="drop a proposal")
+        deny.add_argument("token")
+        for action in (revert, reset, apply, deny):
+            action.add_argument("--agent", metavar="ID", help="agent id (default: the configured agent_id)")
+
+    def handle(self, *args, **options):
+        agent_id, action = self.agent(options), options["action"]
+        if action in {"revert", "reset"}:
+            self.propose(agent_id, action, options.get("revision"))
+        elif action == "apply":
+            self.apply(agent_id, options["token"])
+        else:
+            soul_deny(agent_id=agent_id, token=options["token"], trust=OWNER_TRUST)
+            self.stdout.write("Proposal denied; SOUL.md is unchanged.")
+
+    def propose(self, agent_id, mode, revision):
+        proposal = soul_propose(agent_id=agent_id, mode=mode, revision=revision, trust=OWNER_TRUST,
+                                requested_by="manage.py soul")
+        seconds = round((proposal.expires_at - timezone.now()).total_seconds())
+        self.stdout.write(proposal.diff, ending="")
+        self.stdout.write(f"\nProposal {proposal.token} expires at {proposal.expires_at:%Y-%m-%d %H:%M:%S} UTC "
+                          f"(in {seconds} s).")
+        self.stdout.write(f"Apply: python manage.py soul apply {proposal.token}")
+        self.stdout.write(f"Deny:  python manage.py soul deny {proposal.token}")
+
+    def apply(self, agent_id, token):
+        applied = soul_apply(agent_id=agent_id, token=token, trust=OWNER_TRUST)
+        if applied.revision is None:
+            self.stdout.write("SOUL.md already had this content; no revision was written.")
+            return
+        what = {"revert": f"the content of r{applied.proposal.target_revision}",
+                "reset": "the shipped template"}.get(applied.proposal.mode, f"the {applied.proposal.mode} draft")
+        self.stdout.write(f"Applied: SOUL.md is now r{applied.revision} ({what}). Cached prompts are rebuilt on "
+                          "their next use in every process.")
