@@ -21,8 +21,8 @@ def test_it_records_hash_size_and_numbers_from_one(home):
     first = commit("Be kind.\n", source="seed", provenance={"template": "SOUL.md"})
     assert first.revision == 1
     assert first.parent_revision is None
-    assert first.content_hash == hashlib.sha256("Be kind.\n".encode()).hexdigest()
-    assert first.byte_size == len("Be kind.\n".encode())
+    assert first.content_hash == hashlib.sha256(b"Be kind.\n").hexdigest()
+    assert first.byte_size == len(b"Be kind.\n")
     assert first.mutation_source == "seed"
     assert first.provenance == {"template": "SOUL.md"}
     resource = Resource.objects.get(agent_id="main", resource_type="soul_md")
@@ -32,7 +32,7 @@ def test_it_records_hash_size_and_numbers_from_one(home):
 
 def test_it_hashes_the_exact_utf8_bytes(home):
     revision = commit("Grüße\r\nno newline")
-    assert revision.content_hash == hashlib.sha256("Grüße\r\nno newline".encode("utf-8")).hexdigest()
+    assert revision.content_hash == hashlib.sha256("Grüße\r\nno newline".encode()).hexdigest()
     assert revision.byte_size == 19  # ü and ß are two bytes each
 
 
