@@ -13,7 +13,8 @@ from pathlib import Path
 
 from resources import files
 from resources.catalog import BOOTSTRAP_FILES, check_agent, content_hash
-from resources.models import GLOBAL_SCOPE, MutationSource, Resource, ResourceRevision, ResourceType
+from resources.models import GLOBAL_SCOPE, MutationSource, ResourceRevision, ResourceType
+from resources.selectors import resource_current_hashes
 from resources.services import resource_capture_file, resource_seed_file
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "bootstrap_templates"
@@ -72,15 +73,6 @@ class BootstrapFile:
     revision: int | None  # the revision that now matches the file
 
 
-def _current_hashes(agent_id: str, types) -> dict[str, tuple[int, str]]:
-    numbers = dict(Resource.objects.filter(agent_id=agent_id, resource_type__in=types, scope_id=GLOBAL_SCOPE)
-                   .values_list("resource_type", "current_revision"))
-    rows = ResourceRevision.objects.filter(agent_id=agent_id, resource_type__in=list(numbers), scope_id=GLOBAL_SCOPE,
-                                           revision__in=set(numbers.values()))
-    return {t: (n, h) for t, n, h in rows.values_list("resource_type", "revision", "content_hash")
-            if numbers.get(t) == n}
-
-
 def bootstrap_load(*, agent_id: str, types: tuple[str, ...] = BOOTSTRAP_TYPES) -> dict[str, BootstrapFile]:
     """Read the agent's bootstrap files for a prompt, in the order given; missing files are left out.
 
@@ -93,7 +85,7 @@ def bootstrap_load(*, agent_id: str, types: tuple[str, ...] = BOOTSTRAP_TYPES) -
         data = files.read_bytes(files.resource_file_path(agent_id=agent_id, resource_type=resource_type))
         if data is not None:
             on_disk[resource_type] = files.decode(data)
-    known = _current_hashes(agent_id, list(on_disk))
+    known = resource_current_hashes(agent_id=agent_id, types=list(on_disk))
     loaded = {}
     for resource_type, content in on_disk.items():
         number, digest = known.get(resource_type, (None, None))

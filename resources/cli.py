@@ -9,7 +9,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from fermix_site.conf import conf
+from resources.catalog import check_type, display_name, is_file_backed
 from resources.errors import ResourceError
+from resources.services import resource_sync_files
 
 
 def positive_int(text: str) -> int:
@@ -50,6 +52,15 @@ class ResourceCommand(BaseCommand):
 
     def agent(self, options) -> str:
         return options.get("agent") or conf.memory.agent_id
+
+    def sync(self, agent_id: str, resource_type: str | None = None) -> None:
+        """Record hand edits of the files first, so what is shown is what is on disk."""
+        if resource_type is not None and not is_file_backed(check_type(resource_type)):
+            return
+        types = None if resource_type is None else (resource_type,)
+        for revision in resource_sync_files(agent_id=agent_id, types=types, why="command"):
+            self.stderr.write(f"recorded {display_name(revision.resource_type)} as found on disk: "
+                              f"r{revision.revision} ({revision.mutation_source})")
 
 
 def when(value) -> str:

@@ -79,3 +79,13 @@ def resource_scopes(*, agent_id: str, resource_type: str = ResourceType.CHECKPOI
     check_agent(agent_id)
     return list(Resource.objects.filter(agent_id=agent_id, resource_type=resource_type)
                 .order_by("scope_id").values_list("scope_id", flat=True))
+
+
+def resource_current_hashes(*, agent_id: str, types) -> dict[str, tuple[int, str]]:
+    """resource type -> (current revision number, its content hash), for the global-scope types given."""
+    numbers = dict(Resource.objects.filter(agent_id=agent_id, resource_type__in=types, scope_id=GLOBAL_SCOPE)
+                   .values_list("resource_type", "current_revision"))
+    rows = ResourceRevision.objects.filter(agent_id=agent_id, resource_type__in=list(numbers), scope_id=GLOBAL_SCOPE,
+                                           revision__in=set(numbers.values()))
+    return {t: (n, h) for t, n, h in rows.values_list("resource_type", "revision", "content_hash")
+            if numbers.get(t) == n}

@@ -26,6 +26,7 @@ from django.utils import timezone
 from fermix_site import generations
 from resources import files
 from resources.catalog import (
+    FILE_NAMES,
     check_agent,
     check_content,
     check_provenance,
@@ -38,6 +39,7 @@ from resources.catalog import (
 )
 from resources.errors import CheckpointRollback, InvalidContent, UnknownResource, UnknownRevision
 from resources.models import GLOBAL_SCOPE, MutationSource, Resource, ResourceRevision, ResourceType
+from resources.selectors import resource_current_hashes
 
 log = logging.getLogger("fermix.resources")
 
@@ -268,6 +270,26 @@ def resource_capture_file(*, agent_id: str, resource_type: str, why: str = "read
         raise InvalidContent(f"{resource_type} is not backed by a file")
     with resource_file_locked(agent_id=agent_id, resource_type=resource_type, why=why) as locked:
         return locked.captured
+
+
+def resource_sync_files(*, agent_id: str, types: tuple[str, ...] | None = None, why: str = "sync"
+                        ) -> list[ResourceRevision]:
+    """Record each file-backed resource whose file was edited by hand or was never recorded.
+
+    Costs two queries and a hash per file when nothing changed. Returns the revisions it recorded.
+    """
+    check_agent(agent_id)
+    types = tuple(FILE_NAMES) if types is None else types
+    known = resource_current_hashes(agent_id=agent_id, types=types)
+    recorded = []
+    for resource_type in types:
+        data = files.read_bytes(files.resource_file_path(agent_id=agent_id, resource_type=resource_type))
+        if data is None or known.get(resource_type, (0, ""))[1] == content_hash(files.decode(data)):
+            continue
+        revision = resource_capture_file(agent_id=agent_id, resource_type=resource_type, why=why)
+        if revision is not None:
+            recorded.append(revision)
+    return recorded
 
 
 def resource_seed_file(

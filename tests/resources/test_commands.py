@@ -186,3 +186,12 @@ def test_soul_command_proposes_and_applies_by_token(seeded):
     assert "Applied: SOUL.md is now r3 (the content of r1)" in applied.stdout
     again = run_manage("soul", "apply", token)
     assert again.returncode == 1 and "already applied" in again.stderr
+
+
+def test_commands_record_a_hand_edit_before_showing_the_history(seeded):
+    (seeded.home / "bootstrap" / "main" / "SOUL.md").write_text("Edited in an editor.\n")
+    out, err = call("resource_history", "soul_md")
+    assert "recorded SOUL.md as found on disk: r2 (manual_edit)" in err
+    assert out.splitlines()[2].split()[:4] == ["*", "2", "1", "manual_edit"]
+    _, err = call("resource_history", "soul_md")
+    assert err == ""

@@ -7,7 +7,12 @@ from django.db import transaction
 
 from resources import errors
 from resources.models import Resource, ResourceRevision
-from resources.services import resource_capture_file, resource_file_locked, resource_write_file
+from resources.services import (
+    resource_capture_file,
+    resource_file_locked,
+    resource_sync_files,
+    resource_write_file,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.storage]
 
@@ -128,3 +133,15 @@ def test_inside_an_outer_transaction_the_revision_rolls_back_and_the_next_read_r
     assert revisions() == []
     # The outer commit is out of the file's reach; the file is picked up by the next capture instead.
     assert resource_capture_file(agent_id="main", resource_type="user_md").mutation_source == "imported"
+
+
+def test_sync_records_every_edited_or_unknown_file_and_nothing_else(home):
+    write("v1\n")
+    resource_write_file(agent_id="main", resource_type="soul_md", content="soul\n", mutation_source="seed")
+    assert resource_sync_files(agent_id="main") == []
+    user_md(home).write_text("v1 by hand\n")
+    (home.home / "bootstrap" / "main" / "FERMIX.md").write_text("never recorded\n")
+    recorded = resource_sync_files(agent_id="main")
+    assert [(r.resource_type, r.mutation_source) for r in recorded] == [("fermix_md", "imported"),
+                                                                        ("user_md", "manual_edit")]
+    assert resource_sync_files(agent_id="main") == []

@@ -16,6 +16,7 @@ class Command(ResourceCommand):
         super().add_arguments(parser)
 
     def handle(self, *args, **options):
+        self.sync(self.agent(options), options["type"])
         key = {"agent_id": self.agent(options), "resource_type": options["type"], "scope_id": options.get("scope")}
         a = resource_revision_get(**key, revision=options["rev_a"])
         b = resource_revision_get(**key, revision=options["rev_b"])

@@ -13,6 +13,7 @@ class Command(ResourceCommand):
 
     def handle(self, *args, **options):
         agent_id, resource_type = self.agent(options), options["type"]
+        self.sync(agent_id, resource_type)
         resource = resource_get(agent_id=agent_id, resource_type=resource_type, scope_id=options.get("scope"))
         revisions = resource_revision_list(agent_id=agent_id, resource_type=resource_type,
                                            scope_id=resource.scope_id, limit=options["limit"])

@@ -19,6 +19,7 @@ class Command(ResourceCommand):
 
     def handle(self, *args, **options):
         agent_id = self.agent(options)
+        self.sync(agent_id)
         summaries = resource_list(agent_id=agent_id)
         if not summaries:
             self.stdout.write(f"No resources recorded for agent {agent_id} yet. "

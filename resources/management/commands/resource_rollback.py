@@ -1,7 +1,6 @@
 from django.core.management.base import CommandError
 
-from resources import files
-from resources.catalog import check_type, content_hash, display_name, rollback_caveat
+from resources.catalog import check_type, display_name, rollback_caveat
 from resources.cli import ResourceCommand, positive_int
 from resources.diff import revision_label, unified_diff
 from resources.errors import CheckpointRollback
@@ -25,24 +24,20 @@ class Command(ResourceCommand):
         if resource_type == ResourceType.CHECKPOINT:
             raise CheckpointRollback("checkpoint revisions are audit and history records only; "
                                      "they cannot be rolled back")
+        self.sync(agent_id, resource_type)
         target = resource_revision_get(agent_id=agent_id, resource_type=resource_type, revision=number)
         current = resource_revision_get(agent_id=agent_id, resource_type=resource_type)
         if current.content_hash != target.content_hash:
-            self.preview(agent_id, current, target)
+            self.preview(current, target)
             if not options["yes"] and not self.confirmed(resource_type, target.revision):
                 raise CommandError("rollback cancelled; nothing was written")
         self.report(resource_rollback(agent_id=agent_id, resource_type=resource_type, revision=number))
 
-    def preview(self, agent_id, current, target):
+    def preview(self, current, target):
         self.stdout.write(f"Rolling back {current.resource_type} from r{current.revision} to the content of "
                           f"r{target.revision}:\n")
         self.stdout.write(unified_diff(current.content, target.content, from_label=revision_label(current),
                                        to_label=revision_label(target)), ending="")
-        path = files.resource_file_path(agent_id=agent_id, resource_type=current.resource_type)
-        data = files.read_bytes(path)
-        if data is not None and content_hash(files.decode(data)) != current.content_hash:
-            self.stdout.write(f"\n{path} was edited by hand since r{current.revision}; that edit is recorded as a "
-                              "manual_edit revision before the rollback, so it stays in the history.")
         caveat = rollback_caveat(current.resource_type)
         if caveat:
             self.stdout.write(f"\n{caveat}")

@@ -13,6 +13,7 @@ class Command(ResourceCommand):
         super().add_arguments(parser)
 
     def handle(self, *args, **options):
+        self.sync(self.agent(options), options["type"])
         revision = resource_revision_get(
             agent_id=self.agent(options), resource_type=options["type"], revision=options["revision"],
             scope_id=options.get("scope"),
