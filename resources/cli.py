@@ -71,7 +71,8 @@ def table(headers: list[str], rows: list[list]) -> str:
     """Columns padded to their widest cell; numbers right-aligned."""
     cells = [[str(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    numeric = [bool(rows) and all(isinstance(r[i], int) for r in rows) for i in range(len(headers))]
+    numeric = [bool(rows) and all(isinstance(r[i], int) or r[i] == "-" for r in rows)
+               and any(isinstance(r[i], int) for r in rows) for i in range(len(headers))]
 
     def line(values):
         parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)]

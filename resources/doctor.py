@@ -18,7 +18,7 @@ from django.db.migrations.executor import MigrationExecutor
 from fermix_site import conf as conf_module
 from fermix_site import health
 from fermix_site.conf import ConfigError, conf
-from resources.bootstrap import BOOTSTRAP_TYPES, bootstrap_template_check
+from resources.bootstrap import BOOTSTRAP_TYPES, TEMPLATE_DIR, bootstrap_template_check
 from resources.catalog import content_hash
 from resources.models import Resource, ResourceRevision
 
@@ -125,8 +125,8 @@ def check_bootstrap_templates(template_dir: Path | None = None) -> Check:
         untracked += [f"{agent_id}/{n}" for n in result.untracked]
     notes = []
     if drifted:
-        notes.append(f"shipped template changed since seeding: {', '.join(drifted)} "
-                     "(diff your file against the current template and pull in what you want)")
+        notes.append(f"shipped template changed since seeding: {', '.join(drifted)} (compare your file with "
+                     f"the current template in {TEMPLATE_DIR} and pull in what you want)")
     if missing:
         notes.append(f"missing: {', '.join(missing)} (run `python manage.py fermix_setup --noinput`)")
     if untracked:

@@ -13,7 +13,7 @@ from fermix_site.conf import COMPACTION_KEYS, MEMORY_KEYS, ConfigError, conf
 from resources import files
 
 HEADER = (
-    "# Fermix configuration. Every key is optional and has a default; see docs/operations.md.\n"
+    "# Fermix configuration. Every key is optional and has a default; see docs/configuration.md.\n"
     "# `python manage.py fermix_setup` rewrites the keys it asks about (comments are not kept).\n\n"
 )
 BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")

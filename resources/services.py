@@ -199,9 +199,10 @@ class LockedFile:
         if current is not None and current.content_hash == content_hash(content):
             self.write(content, MutationSource.ROLLBACK, {})  # no new revision; heals a missing file
             return RollbackResult(self.resource.resource_type, target_revision, from_revision, None)
-        recorded = {"from_revision": from_revision, **provenance}
+        recorded = {"from_revision": from_revision}
         if target_revision is not None:
             recorded["target_revision"] = target_revision
+        recorded.update(provenance)
         revision = self.write(content, MutationSource.ROLLBACK, recorded)
         return RollbackResult(self.resource.resource_type, target_revision, from_revision, revision)
 

@@ -118,7 +118,8 @@ def test_rollback_of_user_md_prints_the_rebuild_caveat(home):
     edit("- tea\n", resource_type="user_md", source="extraction_rebuild")
     edit("- coffee\n", resource_type="user_md", source="extraction_rebuild")
     out, _ = call("resource_rollback", "user_md", "1", "--yes")
-    assert out.count("USER.md is rebuilt from promoted memory rows") == 2  # in the preview and after
+    assert out.count("USER.md is rebuilt from promoted memory rows") == 1
+    assert out.index("rebuilt from promoted memory rows") < out.index("Rolled back user_md")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -138,9 +139,10 @@ def test_rollback_asks_for_confirmation_and_a_no_writes_nothing(seeded):
 def test_rollback_of_a_checkpoint_and_of_an_unknown_type_exit_non_zero(home):
     resource_commit(agent_id="main", resource_type="checkpoint", scope_id="telegram:1", content="s",
                     mutation_source="compaction")
-    checkpoint = run_manage("resource_rollback", "checkpoint", "1", "--yes")
-    assert checkpoint.returncode == 1
-    assert "checkpoint revisions are audit and history records only" in checkpoint.stderr
+    for extra in ([], ["--scope", "telegram:1"]):
+        checkpoint = run_manage("resource_rollback", "checkpoint", "1", "--yes", *extra)
+        assert checkpoint.returncode == 1
+        assert "checkpoint revisions are audit and history records only" in checkpoint.stderr
     unknown = run_manage("resource_show", "nonsense")
     assert unknown.returncode == 1 and "unknown resource type 'nonsense'" in unknown.stderr
 

@@ -1,6 +1,6 @@
 from django.core.management.base import CommandError
 
-from resources.catalog import check_type, display_name, rollback_caveat
+from resources.catalog import check_scope, check_type, display_name, rollback_caveat
 from resources.cli import ResourceCommand, positive_int
 from resources.diff import revision_label, unified_diff
 from resources.errors import CheckpointRollback
@@ -12,6 +12,7 @@ from resources.services import resource_rollback
 class Command(ResourceCommand):
     help = ("Roll a file-backed resource back to revision REV: shows the diff, asks for confirmation, then "
             "writes a new `rollback` revision and the file.")
+    scoped = True  # only to answer `checkpoint --scope KEY` with the checkpoint refusal
 
     def add_arguments(self, parser):
         parser.add_argument("type", help="resource type, e.g. soul_md, user_md (not checkpoint)")
@@ -24,6 +25,7 @@ class Command(ResourceCommand):
         if resource_type == ResourceType.CHECKPOINT:
             raise CheckpointRollback("checkpoint revisions are audit and history records only; "
                                      "they cannot be rolled back")
+        check_scope(resource_type, options.get("scope"))
         self.sync(agent_id, resource_type)
         target = resource_revision_get(agent_id=agent_id, resource_type=resource_type, revision=number)
         current = resource_revision_get(agent_id=agent_id, resource_type=resource_type)
@@ -40,7 +42,7 @@ class Command(ResourceCommand):
                                        to_label=revision_label(target)), ending="")
         caveat = rollback_caveat(current.resource_type)
         if caveat:
-            self.stdout.write(f"\n{caveat}")
+            self.stdout.write(f"\n{caveat}")  # before the question: it may change the answer
 
     def confirmed(self, resource_type, number) -> bool:
         try:
@@ -61,5 +63,3 @@ class Command(ResourceCommand):
                           f"content of r{result.target_revision} (previous r{result.from_revision}); {name} "
                           "rewritten.")
         self.stdout.write("Cached prompts are rebuilt on their next use in every process; no restart needed.")
-        if result.caveat:
-            self.stdout.write(result.caveat)
