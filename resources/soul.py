@@ -11,6 +11,7 @@ bumps the prompt generation, so every process drops its cached composed prompt.
 from __future__ import annotations
 
 import secrets
+import string
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -34,6 +35,9 @@ from resources.selectors import resource_revision_get
 from resources.services import RollbackResult, resource_file_locked
 
 PROPOSAL_TTL = timedelta(seconds=300)
+# Letters and digits only: a token never starts with "-" (a command line would read it as an option).
+TOKEN_ALPHABET = string.ascii_letters + string.digits
+TOKEN_LENGTH = 24  # about 143 random bits
 OWNER_TRUST = "operator"
 Mode = SoulProposal.Mode
 Status = SoulProposal.Status
@@ -92,7 +96,7 @@ def soul_propose(
     resource = Resource.objects.filter(agent_id=agent_id, resource_type=SOUL).first()
     now = now or timezone.now()
     return SoulProposal.objects.create(
-        token=secrets.token_urlsafe(16),  # 128 random bits
+        token="".join(secrets.choice(TOKEN_ALPHABET) for _ in range(TOKEN_LENGTH)),
         agent_id=agent_id,
         mode=mode,
         instruction=instruction,

@@ -37,7 +37,7 @@ def test_revert_proposes_a_diff_with_an_unguessable_token_and_an_expiry(seeded):
     now = timezone.now()
     proposal = soul_propose(agent_id="main", mode="revert", revision=1, trust=OWNER, now=now)
     assert proposal.status == "pending"
-    assert len(proposal.token) >= 20
+    assert len(proposal.token) == 24 and proposal.token.isalnum()
     assert proposal.expires_at == now + PROPOSAL_TTL == now + timedelta(seconds=300)
     assert proposal.diff.startswith("--- SOUL.md (current)\n+++ SOUL.md r1\n")
     assert "-A different persona." in proposal.diff
