@@ -155,8 +155,9 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fermix"}}
 
 # django-q2. Without these, a failing task is retried for ever (max_attempts) and a task that runs
-# past `retry` is handed to a second worker while the first still runs, so retry > timeout > LLM timeout.
-Q_TIMEOUT = CONFIG.timeouts.llm_buffered_ms // 1000 + 60
+# past `retry` is handed to a second worker while the first still runs, so retry > timeout > the longest
+# task: a compaction makes two model calls (review, then summary), each of which may try every provider.
+Q_TIMEOUT = CONFIG.timeouts.llm_buffered_ms // 1000 * max(1, len(CONFIG.providers)) * 2 + 60
 Q_CLUSTER = {
     "name": "fermix",
     "workers": int(os.environ.get("FERMIX_WORKERS", "2")),

@@ -170,7 +170,8 @@ def _write_through(agent_id: str, key: ConversationKey, message: Message, new_ge
 
 
 def _load_window(agent_id: str, key: ConversationKey) -> tuple[Message, ...]:
-    """The whole current window: the latest checkpoint summary, then every message after the window start."""
+    """The whole current window: pinned system messages, the latest checkpoint summary, then every
+    message after the window start."""
     conversation = Conversation.objects.filter(agent_id=agent_id, key=str(key)).first()
     if conversation is None:
         return ()
@@ -180,10 +181,12 @@ def _load_window(agent_id: str, key: ConversationKey) -> tuple[Message, ...]:
     bound = conf.memory.max_conversation_history
     if bound is not None:
         rows = reversed(list(rows.reverse()[:bound]))
-    checkpoint = ()
+    head = []
+    if conversation.pinned_message_ids:
+        head += Message.objects.filter(pk__in=conversation.pinned_message_ids).order_by("id")
     if conversation.checkpoint_message_id:
-        checkpoint = tuple(Message.objects.filter(pk=conversation.checkpoint_message_id))
-    return checkpoint + tuple(rows)
+        head += Message.objects.filter(pk=conversation.checkpoint_message_id)
+    return tuple(head) + tuple(rows)
 
 
 def window_read(*, agent_id: str, conversation: str | ConversationKey, limit: int | None = None) -> list[Message]:
@@ -220,6 +223,9 @@ def window_clear(*, agent_id: str, conversation: str | ConversationKey) -> int:
         if newest is not None:
             conversation_row.window_start_id = newest + 1
         conversation_row.checkpoint_message = None
-        conversation_row.save(update_fields=["window_start_id", "checkpoint_message", "updated_at"])
+        conversation_row.pinned_message_ids = []
+        conversation_row.last_peak_prompt_tokens = None
+        conversation_row.save(update_fields=["window_start_id", "checkpoint_message", "pinned_message_ids",
+                                             "last_peak_prompt_tokens", "updated_at"])
         generations.bump(name)
     return left

@@ -55,6 +55,8 @@ class Conversation(models.Model):
     checkpoint_message = models.ForeignKey(
         "Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
     )
+    # Leading system messages carried into every window after a compaction.
+    pinned_message_ids = models.JSONField(default=list, blank=True)
     last_peak_prompt_tokens = models.IntegerField(null=True, blank=True)
     last_context_window = models.IntegerField(null=True, blank=True)
     compaction_failed_at = models.DateTimeField(null=True, blank=True)
@@ -178,6 +180,7 @@ class MemoryEvent(models.Model):
         ARCHIVE = "archive"
         RESTORE = "restore"
         RESAVE = "resave"  # an archived key written again: restored with the new value
+        REVERT = "revert"  # put back as it was before a review run (undo)
 
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="events")
     action = models.CharField(max_length=16, choices=Action.choices)
@@ -221,3 +224,70 @@ class ReviewState(models.Model):
 
     def __str__(self):
         return f"{self.agent_id}/{self.conversation_key}"
+
+
+class ReviewRun(models.Model):
+    """One run of the background reviewer over one conversation: input, model call, outcome."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        OK = "ok"
+        NOTHING_TO_SAVE = "nothing_to_save"
+        FAILED = "failed"
+        UNDONE = "undone"
+
+    agent_id = models.CharField(max_length=64)
+    conversation_key = models.CharField(max_length=600)
+    owner_id = models.CharField(max_length=64)
+    trigger = models.CharField(max_length=32)  # background, now, compaction
+    status = models.CharField(max_length=32, choices=Status.choices, default=Status.RUNNING)
+    reason = models.TextField(blank=True, default="")
+    input_message_ids = models.JSONField(default=list, blank=True)
+    input_tokens = models.IntegerField(default=0)
+    cursor_before = models.BigIntegerField(default=0)
+    cursor_after = models.BigIntegerField(null=True, blank=True)
+    model_call_id = models.CharField(max_length=64, blank=True, default="")
+    output = models.TextField(blank=True, default="")
+    ops_added = models.IntegerField(default=0)
+    ops_replaced = models.IntegerField(default=0)
+    ops_archived = models.IntegerField(default=0)
+    ops_skipped = models.IntegerField(default=0)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    undone_at = models.DateTimeField(null=True, blank=True)
+    undone_by = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        db_table = "review_runs"
+        indexes = [models.Index(fields=["agent_id", "conversation_key", "started_at"], name="review_runs_conv_idx")]
+
+    @property
+    def input_messages(self) -> int:
+        return len(self.input_message_ids)
+
+    def __str__(self):
+        return f"review #{self.pk} {self.conversation_key} {self.status}"
+
+
+class ReviewOperation(models.Model):
+    """One operation the model proposed in a review run: applied (with the row's prior state) or skipped."""
+
+    run = models.ForeignKey(ReviewRun, on_delete=models.CASCADE, related_name="operations")
+    index = models.IntegerField()
+    op = models.CharField(max_length=16)
+    status = models.CharField(max_length=16)  # applied, skipped
+    reason = models.TextField(blank=True, default="")
+    memory = models.ForeignKey(Memory, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=16, blank=True, default="")  # the row change: add, replace, resave, …
+    proposed = models.JSONField(default=dict)
+    before_value = models.TextField(null=True, blank=True)
+    before_category = models.CharField(max_length=16, blank=True, default="")
+    before_archived = models.BooleanField(null=True)
+    after_value = models.TextField(null=True, blank=True)
+
+    class Meta:
+        db_table = "review_operations"
+        ordering = ["run", "index"]
+
+    def __str__(self):
+        return f"{self.op} ({self.status})"

@@ -247,6 +247,29 @@ def memory_restore(*, memory_id: int, actor_type: str = "operator", actor_id: st
     return memory
 
 
+def memory_revert(
+    *, memory_id: int, value: str, category: str, archived: bool, actor_type: str, actor_id: str = "",
+    reason: str = "",
+) -> Memory:
+    """Put a row back to an earlier state (value, category, archived or not): the undo of a review run."""
+    with transaction.atomic():
+        memory = _locked(memory_id)
+        before = _snapshot(memory)
+        now = timezone.now()
+        memory.value, memory.category = value, category
+        memory.promote_target = promote_target_for(category)
+        if archived and not memory.is_archived:
+            memory.archived_at, memory.archived_by, memory.archive_reason = now, f"{actor_type}:{actor_id}", reason
+        elif not archived:
+            memory.archived_at, memory.archived_by, memory.archive_reason = None, "", ""
+        memory.updated_at = now
+        memory.save()
+        _event(memory, MemoryEvent.Action.REVERT, before=before, actor_type=actor_type, actor_id=actor_id,
+               reason=reason)
+        generations.bump(generation_name(memory.agent_id))
+    return memory
+
+
 def memory_list(
     *,
     agent_id: str,

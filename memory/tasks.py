@@ -9,3 +9,18 @@ def rebuild_prompt_files_all():
     agents = Memory.objects.values_list("agent_id", flat=True).distinct().order_by("agent_id")
     for agent_id in agents:
         prompt_files_rebuild(agent_id=agent_id, mutation_source="scheduler_rebuild", trigger="schedule")
+
+
+def review_conversation_task(agent_id: str, conversation_key: str):
+    """The background review started after a delivered turn (time-gated)."""
+    from memory.reviewer import review_conversation
+
+    return review_conversation(agent_id=agent_id, conversation=conversation_key, trigger="background")
+
+
+def compact_conversation_task(agent_id: str, conversation_key: str, context_window: int | None = None):
+    """The post-delivery compaction, when the turn's peak prompt tokens crossed the threshold."""
+    from memory.compactor import compact
+
+    return compact(agent_id=agent_id, conversation=conversation_key, reason="post_delivery",
+                   context_window=context_window)
