@@ -11,8 +11,7 @@ from django.utils import timezone
 from fermix_site.conf import conf
 from memory.conversations import message_append
 from memory.models import Memory, ReviewOperation, ReviewRun, ReviewState
-from memory.reviewer import review_conversation, review_now, review_undo
-from memory.reviewer import UndoError
+from memory.reviewer import UndoError, review_conversation, review_now, review_undo
 from tests.fakeprovider import Reply, error, provider_config_toml, use_config
 from tests.memory_factories import fact
 
@@ -102,7 +101,7 @@ def test_prose_is_a_failure_with_backoff_and_a_count(model):
 
 
 def test_malformed_and_foreign_operations_are_skipped_and_counted(model):
-    other, _ = fact("city", "lives in Oslo", "identity", owner="bo"), None
+    other = fact("city", "lives in Oslo", "identity", owner="bo")
     say("I am vegetarian")
     model.push(ops(
         {"op": "add", "category": "preference", "key": "diet", "value": "is vegetarian"},
@@ -203,8 +202,6 @@ def test_a_live_claim_blocks_a_second_review_and_an_expired_one_does_not(model):
 
 
 def test_failover_to_the_fallback_provider(model, fake_provider):
-    with model.configure() as _:
-        pass
     text = provider_config_toml(fake_provider, fallbacks=[{"kind": "openai", "model": "fallback-model"}])
     with use_config(text):
         say("I like tea")
