@@ -8,10 +8,12 @@ Invalid values raise `ConfigError` naming the key and what is allowed.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
 import threading
+import time
 import tomllib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -278,33 +280,77 @@ def load(environ=None) -> Config:
     )
 
 
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What changes when config.toml is written: inode (a rename), mtime and size; None when absent."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 class _Current:
-    """The configuration in force, behind one name: `from fermix_site.conf import conf`."""
+    """The configuration in force, behind one name: `from fermix_site.conf import conf`.
+
+    `get()` looks at config.toml's stamp at most once per `check_interval` seconds and reloads when it
+    changed, so a write by the web setup page reaches every process (web workers and the task cluster)
+    without a restart. A changed file that no longer loads is logged and ignored until it changes again;
+    only the first load raises. Inside `use()` the given configuration stays in force.
+    """
+
+    check_interval = 1.0
 
     def __init__(self):
         self._config: Config | None = None
+        self._stamp: tuple | None = None
+        self._checked_at = 0.0
+        self._pinned = 0
         self._lock = threading.Lock()
 
+    def _due(self) -> bool:
+        return not self._pinned and time.monotonic() - self._checked_at >= self.check_interval
+
     def get(self) -> Config:
-        if self._config is None:
+        if self._config is None or self._due():
             with self._lock:
                 if self._config is None:
-                    self._config = load()
+                    self._load()
+                elif self._due():
+                    self._refresh()
         return self._config
 
-    def reload(self) -> Config:
-        """Re-read config.toml and the environment (after the web setup page writes the file)."""
+    def _load(self) -> Config:
+        path = default_home() / "config.toml"
+        stamp = _stamp(path)
         config = load()
-        self._config = config
+        self._config, self._stamp, self._checked_at = config, stamp, time.monotonic()
         return config
+
+    def _refresh(self) -> None:
+        self._checked_at = time.monotonic()
+        stamp = _stamp(self._config.config_path)
+        if stamp == self._stamp:
+            return
+        try:
+            self._load()
+        except ConfigError as exc:
+            self._stamp = stamp  # not retried until the file changes again
+            logging.getLogger("fermix.conf").error("config.toml changed but was not reloaded: %s", exc)
+
+    def reload(self) -> Config:
+        """Re-read config.toml and the environment now (after the web setup page writes the file)."""
+        with self._lock:
+            return self._load()
 
     @contextmanager
     def use(self, config: Config):
         """Put another configuration in force for a block (tests)."""
         previous, self._config = self._config, config
+        self._pinned += 1
         try:
             yield config
         finally:
+            self._pinned -= 1
             self._config = previous
 
     def __getattr__(self, name):
