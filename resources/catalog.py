@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 from fermix_site.conf import valid_id
 from resources.errors import InvalidAgent, InvalidContent, InvalidMutationSource, InvalidScope, UnknownType
@@ -100,6 +101,10 @@ def check_content(content: str) -> str:
         raise InvalidContent(f"content must be text, got {type(content).__name__}")
     if "\x00" in content:
         raise InvalidContent("content contains a NUL character, which the database cannot store")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidContent("content is not valid Unicode text (it has a lone surrogate)") from None
     return content
 
 
@@ -108,4 +113,8 @@ def check_provenance(provenance: dict | None) -> dict:
         return {}
     if not isinstance(provenance, dict):
         raise InvalidContent(f"provenance must be a JSON object, got {type(provenance).__name__}")
+    try:
+        json.dumps(provenance)
+    except (TypeError, ValueError) as exc:
+        raise InvalidContent(f"provenance must be JSON: {exc}") from None
     return provenance

@@ -58,14 +58,13 @@ def _key(resource: Resource) -> dict:
 
 def _lock_resource(*, agent_id: str, resource_type: str, scope_id: str) -> Resource:
     """The resource row, created if missing, locked until the transaction ends."""
-    key = {"agent_id": agent_id, "resource_type": resource_type, "scope_id": scope_id}
-    resource = Resource.objects.select_for_update().filter(**key).first()
+    key = {"agent_id": agent_id, "resource_type": resource_type}
+    resource = Resource.objects.select_for_update().filter(**key, scope_id=scope_id).first()
     if resource is None:
-        path = files.resource_file_path(agent_id=agent_id, resource_type=resource_type) if is_file_backed(
-            resource_type) else ""
+        path = str(files.resource_file_path(**key)) if is_file_backed(resource_type) else ""
         # ON CONFLICT DO NOTHING: a concurrent creator wins quietly and we lock its row instead.
-        Resource.objects.bulk_create([Resource(**key, resource_path=str(path))], ignore_conflicts=True)
-        resource = Resource.objects.select_for_update().get(**key)
+        Resource.objects.bulk_create([Resource(**key, scope_id=scope_id, resource_path=path)], ignore_conflicts=True)
+        resource = Resource.objects.select_for_update().get(**key, scope_id=scope_id)
     return resource
 
 
@@ -182,9 +181,9 @@ class LockedFile:
         data = content.encode("utf-8")
         previous = files.read_bytes(self.path)
         if previous != data:
+            files.write_atomic(self.path, data)  # on failure the file is untouched: nothing to undo
             if not self.touched:
                 self.touched, self.previous = True, previous
-            files.write_atomic(self.path, data)
         return revision
 
     def disk_hash(self) -> str:
@@ -207,8 +206,13 @@ class LockedFile:
         return RollbackResult(self.resource.resource_type, target_revision, from_revision, revision)
 
     def undo(self) -> None:
-        if self.touched:
+        if not self.touched:
+            return
+        try:
             files.restore(self.path, self.previous)
+        except OSError:
+            # Never hide the error that caused the undo; the next load records the file as an edit.
+            log.exception("could not restore %s after a failed write", self.path)
 
 
 @contextmanager

@@ -98,6 +98,11 @@ def test_it_refuses_content_the_database_cannot_store(home):
         commit("a\x00b")
     with pytest.raises(errors.InvalidContent):
         commit(b"bytes")
+    with pytest.raises(errors.InvalidContent):
+        commit("lone \ud800 surrogate")
+    with pytest.raises(errors.InvalidContent):
+        commit("x", provenance={"when": object()})
+    assert not ResourceRevision.objects.exists()
 
 
 def test_a_new_revision_invalidates_cached_prompts_and_a_no_op_does_not(home):

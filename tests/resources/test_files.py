@@ -92,10 +92,11 @@ def test_if_the_transaction_fails_a_new_file_is_removed_again(home):
 
 def test_if_the_file_cannot_be_written_no_revision_claims_it(home):
     write("v1\n")
-    user_md(home).unlink()
-    user_md(home).mkdir()  # a folder where the file should be: the rename fails
     with pytest.raises(OSError):
-        write("v2\n")
+        with resource_file_locked(agent_id="main", resource_type="user_md", why="test") as locked:
+            user_md(home).unlink()
+            user_md(home).mkdir()  # a folder where the file should be: writing the file fails
+            locked.write("v2\n", "extraction_rebuild", {})
     assert revisions() == [(1, "extraction_rebuild", "v1\n")]
     assert Resource.objects.get().current_revision == 1
     assert [p.name for p in user_md(home).parent.iterdir()] == ["USER.md"]  # no temp file left
