@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 
 from resources import errors
 from resources.models import Resource, ResourceRevision
@@ -146,3 +146,46 @@ def test_sync_records_every_edited_or_unknown_file_and_nothing_else(home):
     assert [(r.resource_type, r.mutation_source) for r in recorded] == [("fermix_md", "imported"),
                                                                         ("user_md", "manual_edit")]
     assert resource_sync_files(agent_id="main") == []
+
+
+SQLITE_GUARD = [
+    "CREATE TABLE commit_guard_parent (id INTEGER PRIMARY KEY)",
+    "CREATE TABLE commit_guard (parent_id INTEGER REFERENCES commit_guard_parent (id) DEFERRABLE INITIALLY DEFERRED)",
+    "CREATE TRIGGER commit_guard_trigger AFTER INSERT ON resource_revisions WHEN new.content = 'refused at commit\n' "
+    "BEGIN INSERT INTO commit_guard (parent_id) VALUES (999); END",
+]
+SQLITE_UNGUARD = ["DROP TRIGGER IF EXISTS commit_guard_trigger", "DROP TABLE IF EXISTS commit_guard",
+                  "DROP TABLE IF EXISTS commit_guard_parent"]
+POSTGRES_GUARD = [
+    "CREATE FUNCTION commit_guard() RETURNS trigger AS $$ BEGIN "
+    "IF NEW.content = E'refused at commit\\n' THEN RAISE EXCEPTION 'refused at commit'; END IF; RETURN NEW; END "
+    "$$ LANGUAGE plpgsql",
+    "CREATE CONSTRAINT TRIGGER commit_guard_trigger AFTER INSERT ON resource_revisions "
+    "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION commit_guard()",
+]
+POSTGRES_UNGUARD = ["DROP TRIGGER IF EXISTS commit_guard_trigger ON resource_revisions",
+                    "DROP FUNCTION IF EXISTS commit_guard()"]
+
+
+@pytest.fixture
+def fails_at_commit():
+    """A deferred check that makes COMMIT itself fail for one content (checked only at commit time)."""
+    guard, unguard = (SQLITE_GUARD, SQLITE_UNGUARD) if connection.vendor == "sqlite" else (
+        POSTGRES_GUARD, POSTGRES_UNGUARD)
+    with connection.cursor() as cursor:
+        for sql in guard:
+            cursor.execute(sql)
+    yield "refused at commit\n"
+    with connection.cursor() as cursor:
+        for sql in unguard:
+            cursor.execute(sql)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_if_the_commit_itself_fails_the_file_is_restored(home, fails_at_commit):
+    write("v1\n")
+    with pytest.raises(DatabaseError):
+        write(fails_at_commit)
+    assert user_md(home).read_text() == "v1\n"
+    assert revisions() == [(1, "extraction_rebuild", "v1\n")]
+    assert Resource.objects.get().current_revision == 1
