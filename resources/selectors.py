@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import reduce
-from operator import or_
+from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import OuterRef, Subquery
 
 from resources.catalog import check_agent, check_scope, check_type
 from resources.errors import UnknownResource, UnknownRevision
@@ -16,7 +15,10 @@ from resources.models import GLOBAL_SCOPE, Resource, ResourceRevision, ResourceT
 @dataclass(frozen=True)
 class ResourceSummary:
     resource: Resource
-    current: ResourceRevision | None
+    mutation_source: str | None  # of the current revision; None when there is none
+    byte_size: int | None
+    content_hash: str | None
+    revised_at: datetime | None
 
 
 def _type_order(resource_type: str) -> int:
@@ -26,15 +28,20 @@ def _type_order(resource_type: str) -> int:
 def resource_list(*, agent_id: str) -> list[ResourceSummary]:
     """Every resource of the agent with its current revision: files in a fixed order, then checkpoints."""
     check_agent(agent_id)
-    resources = list(Resource.objects.filter(agent_id=agent_id))
-    resources.sort(key=lambda r: (_type_order(r.resource_type), r.scope_id))
-    wanted = [Q(resource_type=r.resource_type, scope_id=r.scope_id, revision=r.current_revision)
-              for r in resources if r.current_revision]
-    current = {}
-    if wanted:
-        rows = ResourceRevision.objects.filter(agent_id=agent_id).filter(reduce(or_, wanted)).defer("content")
-        current = {(r.resource_type, r.scope_id): r for r in rows}
-    return [ResourceSummary(r, current.get((r.resource_type, r.scope_id))) for r in resources]
+    current = ResourceRevision.objects.filter(
+        agent_id=OuterRef("agent_id"), resource_type=OuterRef("resource_type"), scope_id=OuterRef("scope_id"),
+        revision=OuterRef("current_revision"),
+    )
+    fields = ("mutation_source", "byte_size", "content_hash", "created_at")
+    rows = Resource.objects.filter(agent_id=agent_id).annotate(
+        **{f"current_{f}": Subquery(current.values(f)[:1]) for f in fields}
+    )
+    summaries = [
+        ResourceSummary(r, r.current_mutation_source, r.current_byte_size, r.current_content_hash,
+                        r.current_created_at)
+        for r in rows
+    ]
+    return sorted(summaries, key=lambda s: (_type_order(s.resource.resource_type), s.resource.scope_id))
 
 
 def resource_get(*, agent_id: str, resource_type: str, scope_id: str | None = GLOBAL_SCOPE) -> Resource:

@@ -25,13 +25,11 @@ class Command(ResourceCommand):
             self.stdout.write(f"No resources recorded for agent {agent_id} yet. "
                               "Seed the bootstrap files with `python manage.py fermix_setup --noinput`.")
             return
-        rows = []
-        for item in summaries:
-            resource, current = item.resource, item.current
-            rows.append([
-                resource.resource_type, resource.scope_id, resource.current_revision,
-                current.mutation_source if current else "-", current.byte_size if current else 0,
-                when(current.created_at if current else None), _file(resource.resource_path),
-            ])
+        rows = [
+            [item.resource.resource_type, item.resource.scope_id, item.resource.current_revision,
+             item.mutation_source or "-", item.byte_size or 0, when(item.revised_at),
+             _file(item.resource.resource_path)]
+            for item in summaries
+        ]
         self.stdout.write(f"Resources of agent {agent_id} (files under {conf.home}):\n")
         self.stdout.write(table(["TYPE", "SCOPE", "REV", "SOURCE", "BYTES", "UPDATED (UTC)", "FILE"], rows))
