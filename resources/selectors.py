@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import Exists, OuterRef
 
 from resources.catalog import check_agent, check_scope, check_type
 from resources.errors import UnknownResource, UnknownRevision
@@ -15,10 +14,7 @@ from resources.models import GLOBAL_SCOPE, Resource, ResourceRevision, ResourceT
 @dataclass(frozen=True)
 class ResourceSummary:
     resource: Resource
-    mutation_source: str | None  # of the current revision; None when there is none
-    byte_size: int | None
-    content_hash: str | None
-    revised_at: datetime | None
+    current: ResourceRevision | None  # without its content
 
 
 def _type_order(resource_type: str) -> int:
@@ -28,19 +24,14 @@ def _type_order(resource_type: str) -> int:
 def resource_list(*, agent_id: str) -> list[ResourceSummary]:
     """Every resource of the agent with its current revision: files in a fixed order, then checkpoints."""
     check_agent(agent_id)
-    current = ResourceRevision.objects.filter(
+    resources = list(Resource.objects.filter(agent_id=agent_id))
+    is_current = Resource.objects.filter(
         agent_id=OuterRef("agent_id"), resource_type=OuterRef("resource_type"), scope_id=OuterRef("scope_id"),
-        revision=OuterRef("current_revision"),
+        current_revision=OuterRef("revision"),
     )
-    fields = ("mutation_source", "byte_size", "content_hash", "created_at")
-    rows = Resource.objects.filter(agent_id=agent_id).annotate(
-        **{f"current_{f}": Subquery(current.values(f)[:1]) for f in fields}
-    )
-    summaries = [
-        ResourceSummary(r, r.current_mutation_source, r.current_byte_size, r.current_content_hash,
-                        r.current_created_at)
-        for r in rows
-    ]
+    rows = ResourceRevision.objects.filter(Exists(is_current), agent_id=agent_id).defer("content")
+    current = {(r.resource_type, r.scope_id): r for r in rows}
+    summaries = [ResourceSummary(r, current.get((r.resource_type, r.scope_id))) for r in resources]
     return sorted(summaries, key=lambda s: (_type_order(s.resource.resource_type), s.resource.scope_id))
 
 

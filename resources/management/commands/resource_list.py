@@ -27,8 +27,8 @@ class Command(ResourceCommand):
             return
         rows = [
             [item.resource.resource_type, item.resource.scope_id, item.resource.current_revision,
-             item.mutation_source or "-", item.byte_size or 0, when(item.revised_at),
-             _file(item.resource.resource_path)]
+             item.current.mutation_source if item.current else "-", item.current.byte_size if item.current else 0,
+             when(item.current.created_at if item.current else None), _file(item.resource.resource_path)]
             for item in summaries
         ]
         self.stdout.write(f"Resources of agent {agent_id} (files under {conf.home}):\n")
