@@ -41,9 +41,14 @@ class JobRun(models.Model):
         SILENT = "silent"
         FAILED = "failed"
 
+    class Trigger(models.TextChoices):
+        SCHEDULE = "schedule"
+        MANUAL = "manual"
+
     job = models.ForeignKey(ScheduledJob, on_delete=models.CASCADE, related_name="runs")
     agent_id = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.SCHEDULE)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
     prompt_tokens = models.IntegerField(default=0)
@@ -53,6 +58,11 @@ class JobRun(models.Model):
 
     class Meta:
         db_table = "job_runs"
+        constraints = [
+            # The claim: inserting a second running row of a job fails, whichever process tries.
+            models.UniqueConstraint(fields=["job"], condition=models.Q(status="running"), name="job_run_one_running")
+        ]
+        indexes = [models.Index(fields=["job", "-started_at"], name="job_runs_job_idx")]
 
     def __str__(self):
         return f"{self.job_id} run #{self.pk}"
