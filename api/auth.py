@@ -1,0 +1,97 @@
+"""Who is calling: `Authorization: Bearer <key>`, looked up by its prefix and compared in constant time.
+
+The one auth class of the API. It also checks the `{agent}` of the path, so no endpoint can forget
+it: an invalid agent id is a 400, an agent the key is not restricted to a 403. Endpoints then ask
+the principal for the rest: an operator key (archive, restore, rollback, review, undo, job changes)
+or operator trust (chat commands that change state: compact, clear, soul).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.utils import timezone
+from ninja.security import HttpBearer
+
+from api.errors import ApiError, unauthorized
+from api.models import KEY_PREFIX, ApiKey
+from fermix_site.conf import valid_id
+
+MAX_KEY_CHARS = 200
+# last_used_at is for people ("is this key still in use?"), so one write a minute per key is plenty
+# and keeps a busy bot from turning every request into a database write.
+TOUCH_EVERY = timedelta(seconds=60)
+OPERATOR = ApiKey.Role.OPERATOR
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The authenticated API key, as endpoints see it."""
+
+    key_id: int
+    name: str
+    role: str
+    agents: tuple[str, ...]
+
+    @property
+    def is_operator(self) -> bool:
+        return self.role == OPERATOR
+
+    @property
+    def actor(self) -> str:
+        return f"api:{self.name}"
+
+    def require_agent(self, agent_id: str) -> None:
+        if self.agents and agent_id not in self.agents:
+            raise ApiError(403, "agent_not_allowed", f"this API key is restricted to agent(s) "
+                                                     f"{', '.join(self.agents)}; it may not use agent {agent_id!r}")
+
+    def require_operator(self, action: str) -> None:
+        if not self.is_operator:
+            raise ApiError(403, "operator_key_required", f"{action} needs an operator API key; this is a "
+                                                         f"{self.role} key")
+
+    def require_operator_trust(self, trust: str | None, command: str) -> str:
+        """Chat commands that change state: an operator key, or a channel key vouching for the owner."""
+        if self.is_operator or trust == "operator":
+            return "operator"
+        raise ApiError(403, "operator_trust_required", f"{command} changes state and needs operator trust: send "
+                                                       "\"trust\": \"operator\" when the owner asked for it")
+
+
+class ApiKeyAuth(HttpBearer):
+    def __call__(self, request):
+        header = request.headers.get("Authorization", "")
+        if not header:
+            raise unauthorized("missing_key", "send an API key as `Authorization: Bearer <key>` (create one with "
+                                              "`python manage.py apikey_create`)")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise unauthorized("invalid_key", "the Authorization header must be `Bearer <key>`")
+        principal = self.authenticate(request, token.strip())
+        agent_id = (request.resolver_match.kwargs if request.resolver_match else {}).get("agent")
+        if agent_id is not None:
+            if not valid_id(agent_id):
+                raise ApiError(400, "invalid_agent", f"agent id {agent_id!r} is invalid: use 1-64 of A-Z a-z 0-9 "
+                                                     "_ . - (not '.' or '..')")
+            principal.require_agent(agent_id)
+        return principal
+
+    def authenticate(self, request, token: str) -> Principal:
+        key = None
+        if len(token) <= MAX_KEY_CHARS and token.isascii() and token.startswith(KEY_PREFIX):
+            key = ApiKey.objects.filter(prefix=token[:12]).first()
+        if key is None or not key.matches(token):
+            raise unauthorized("invalid_key", "this API key is not known; check it, or create a new one with "
+                                              "`python manage.py apikey_create`")
+        if key.revoked_at is not None:
+            raise unauthorized("revoked_key", "this API key was revoked; ask the operator for a new one")
+        now = timezone.now()
+        if key.last_used_at is None or now - key.last_used_at > TOUCH_EVERY:
+            ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        return Principal(key.pk, key.name, key.role, tuple(key.agents or ()))
+
+
+def principal_of(request) -> Principal:
+    return request.auth

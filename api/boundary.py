@@ -1,0 +1,90 @@
+"""The edge of the API: what is checked before ninja sees a request, and what it may not answer raw.
+
+- Content-Length is checked first: a value that is not a number is a 400, more than
+  DATA_UPLOAD_MAX_MEMORY_SIZE (1 MiB) a 413, both before the key is looked up or the body read.
+- Bodies are parsed strictly: UTF-8 only, JSON only, nested at most MAX_DEPTH deep (a deeply nested
+  document would otherwise reach Python's recursion limit somewhere later and become a 500).
+- ninja's plain-text 405 and any path under /api/v1/ that names no endpoint answer JSON as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from django.conf import settings
+from django.views.decorators.csrf import csrf_exempt
+from ninja.parser import Parser
+
+from api.errors import MAX_BODY_MESSAGE, ApiError, error_response
+
+MAX_DEPTH = 32
+
+
+def _depth_ok(data, limit: int = MAX_DEPTH) -> bool:
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > limit:
+                return False
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+    return True
+
+
+class StrictJsonParser(Parser):
+    """JSON bodies in UTF-8, at most MAX_DEPTH levels deep; anything else is a 400 saying which."""
+
+    def parse_body(self, request):
+        try:
+            text = request.body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ApiError(400, "invalid_utf8", "the request body is not valid UTF-8") from None
+        try:
+            data = json.loads(text)
+        except RecursionError:
+            raise ApiError(400, "too_deep", f"the JSON body is nested more than {MAX_DEPTH} levels deep") from None
+        except ValueError as exc:
+            raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {exc}") from None
+        if not _depth_ok(data):
+            raise ApiError(400, "too_deep", f"the JSON body is nested more than {MAX_DEPTH} levels deep")
+        return data
+
+
+def _body_problem(request):
+    raw = request.META.get("CONTENT_LENGTH")
+    if not raw:
+        return None
+    if not raw.strip().isdigit():
+        return error_response(400, "invalid_content_length", "the Content-Length header must be a whole number")
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if limit is not None and int(raw) > limit:
+        return error_response(413, "body_too_large", MAX_BODY_MESSAGE)
+    return None
+
+
+def guarded(view):
+    """Wrap one API view: headers checked first, a plain 405 turned into the JSON error."""
+
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        problem = _body_problem(request)
+        if problem is not None:
+            return problem
+        response = view(request, *args, **kwargs)
+        if response.status_code == 405 and not response.get("Content-Type", "").startswith("application/json"):
+            allowed = response.get("Allow", "")
+            return error_response(405, "method_not_allowed", f"{request.method} is not allowed here; use {allowed}",
+                                  headers={"Allow": allowed})
+        return response
+
+    # Bearer keys are not ambient credentials (no cookie), so CSRF protection has nothing to protect.
+    wrapped.csrf_exempt = True
+    return wrapped
+
+
+@csrf_exempt
+def unknown_route(request, *args, **kwargs):
+    return error_response(404, "unknown_endpoint",
+                          f"no API endpoint at {request.path}; the endpoints are listed at /api/v1/docs")

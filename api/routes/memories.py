@@ -1,0 +1,142 @@
+"""Memory: the tools over HTTP, listing and searching rows, archive and restore, review, sources,
+realtime transcripts."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ninja import Field, Query, Router, Schema, Status
+
+from api import schemas as s
+from api.errors import ApiError
+from fermix_site.conf import conf
+from memory.conversations import ConversationKey
+from memory.models import Memory, MemorySource, ReviewRun
+from memory.prompt_files import prompt_files_rebuild
+from memory.reviewer import review_now
+from memory.reviewer import review_undo as undo
+from memory.rows import memory_archive, memory_list, memory_restore
+from memory.search import search_memories
+from memory.tools import ToolContext, run_tool
+from memory.transcripts import realtime_conversation, transcript_store
+
+router = Router(tags=["memory"])
+ToolName = Literal["memory_store", "memory_recall", "memory_forget", "memory_sources_list"]
+TRANSCRIPTS_OFF = "persist_transcripts is off ([fermix_core.memory] in config.toml); nothing was stored"
+
+
+def memory_out(row: Memory) -> dict:
+    return {"id": row.id, "key": row.key, "value": row.value, "category": row.category,
+            "scope_type": row.scope_type, "scope_id": row.scope_id, "owner_id": row.owner_id,
+            "archived": row.archived_at is not None, "archived_at": row.archived_at,
+            "archive_reason": row.archive_reason, "source_type": row.source_type,
+            "created_at": row.created_at, "updated_at": row.updated_at}
+
+
+@router.post("/agents/{agent}/tools/{tool}", response=s.ToolOut)
+def tool(request, agent: str, tool: ToolName, payload: s.ToolIn):
+    """Run a memory tool as the model would; a refusal is `ok: false` with the reason in `data.error`."""
+    ctx = ToolContext(agent_id=agent, owner_id=payload.owner_id or conf.memory.owner_id,
+                      conversation=ConversationKey.parse(payload.conversation), trust=payload.trust,
+                      actor_id=request.auth.actor)
+    return run_tool(tool, ctx, payload.arguments).as_dict()
+
+
+class MemoryQuery(Schema):
+    owner_id: s.Ident | None = None
+    category: Literal["identity", "preference", "interest", "goal", "context", "directive"] | None = None
+    scope_type: Literal["owner", "agent", "conversation", "job"] | None = None
+    archived: Literal["false", "true", "all"] = Field("false", description="live rows, archived rows, or both")
+    q: str | None = Field(None, max_length=1000, description="full-text search over keys and values")
+    limit: int = Field(100, ge=1, le=500)
+
+
+ARCHIVED = {"false": False, "true": True, "all": None}
+
+
+@router.get("/agents/{agent}/memories", response=s.MemoryListOut)
+def memories(request, agent: str, query: Query[MemoryQuery]):
+    """List rows newest first, or search them with `q` (best match first)."""
+    archived = ARCHIVED[query.archived]
+    if query.q:
+        filters = {"agent_id": agent, "owner_id": query.owner_id, "category": query.category,
+                   "scope_type": query.scope_type}
+        if archived is not None:
+            filters["archived_at__isnull"] = not archived
+        rows = search_memories(query=query.q, filters=filters, limit=query.limit)
+    else:
+        rows = memory_list(agent_id=agent, owner_id=query.owner_id, category=query.category,
+                           scope_type=query.scope_type, archived=archived)[: query.limit]
+    return {"memories": [memory_out(row) for row in rows]}
+
+
+def _row_for(request, memory_id: int, action: str) -> Memory:
+    request.auth.require_operator(action)
+    row = Memory.objects.filter(pk=memory_id).first()
+    if row is None:
+        raise ApiError(404, "not_found", f"memory row {memory_id} does not exist")
+    request.auth.require_agent(row.agent_id)
+    return row
+
+
+def _rebuilt(row: Memory, trigger: str) -> dict:
+    """Rebuild USER.md and MEMORY.md so the change shows in the next prompt, and say where the row is."""
+    rendered = prompt_files_rebuild(agent_id=row.agent_id, trigger=trigger, memory_ids=[row.id])
+    return {"memory": memory_out(row), "rendered_in": [r.file_name for r in rendered.values() if row.id in r.shown]}
+
+
+@router.post("/memories/{memory_id}/archive", response=s.MemoryChangeOut)
+def archive(request, memory_id: int, payload: s.ArchiveIn):
+    """Archive a row (operator key); it leaves the prompt files and recall, and can be restored."""
+    row = _row_for(request, memory_id, "archiving a memory")
+    row = memory_archive(memory_id=row.id, archived_by=request.auth.actor, reason=payload.reason,
+                         actor_type="operator", actor_id=request.auth.actor)
+    return _rebuilt(row, "api_archive")
+
+
+@router.post("/memories/{memory_id}/restore", response=s.MemoryChangeOut)
+def restore(request, memory_id: int):
+    """Un-archive a row (operator key); the prompt files are rebuilt so it reappears at once."""
+    row = _row_for(request, memory_id, "restoring a memory")
+    row = memory_restore(memory_id=row.id, actor_type="operator", actor_id=request.auth.actor,
+                         reason="restored through the API")
+    return _rebuilt(row, "api_restore")
+
+
+@router.post("/agents/{agent}/review", response=s.ReviewOut)
+def review(request, agent: str, payload: s.ReviewIn):
+    """`memory_review --now` (operator key): review now, past the interval gates; same JSON."""
+    request.auth.require_operator("a memory review")
+    conversation = str(ConversationKey.parse(payload.conversation)) if payload.conversation else None
+    return review_now(agent_id=agent, conversation=conversation, owner_id=payload.owner_id)
+
+
+@router.post("/review-runs/{run_id}/undo", response=dict[str, Any])
+def review_undo(request, run_id: int):
+    """Undo a review run's operations (operator key)."""
+    request.auth.require_operator("undoing a review")
+    agent_id = ReviewRun.objects.filter(pk=run_id).values_list("agent_id", flat=True).first()
+    if agent_id is None:
+        raise ApiError(404, "not_found", f"review run {run_id} does not exist")
+    request.auth.require_agent(agent_id)
+    return undo(run_id=run_id, actor=request.auth.actor)
+
+
+@router.get("/agents/{agent}/memory-sources", response=s.MemorySourcesOut)
+def memory_sources(request, agent: str):
+    """Where the agent's memories come from: conversations and scheduled jobs (`job:<id>`)."""
+    sources = MemorySource.objects.filter(agent_id=agent).order_by("source_type", "key")[:1000]
+    return {"sources": [{"id": x.id, "key": x.key, "source_type": x.source_type, "name": x.name,
+                         "description": x.description} for x in sources]}
+
+
+@router.post("/agents/{agent}/realtime/transcripts", response={200: s.TranscriptOut, 201: s.TranscriptOut},
+             tags=["realtime"])
+def transcript(request, agent: str, payload: s.TranscriptIn):
+    """A final voice transcript: stored as a `voice_turn` (201) when `persist_transcripts` is on, else 200."""
+    conversation = str(realtime_conversation(payload.device_id))
+    message = transcript_store(agent_id=agent, device_id=payload.device_id, role=payload.role, text=payload.text,
+                               owner_id=payload.owner_id)
+    if message is None:
+        return Status(200, {"stored": False, "conversation": conversation, "reason": TRANSCRIPTS_OFF})
+    return Status(201, {"stored": True, "id": message.id, "conversation": conversation})

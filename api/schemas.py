@@ -1,0 +1,392 @@
+"""Request and response shapes of the API: what the OpenAPI document shows and what ninja validates.
+
+Field names are the contract's (CONTRACT §6). Services validate again; these schemas exist so a bot
+author gets a 422 naming the field before anything runs, and a typed document to generate clients from.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from ninja import Field, Schema
+from pydantic import AfterValidator
+
+from fermix_site.conf import valid_id
+
+
+def _ident(value: str) -> str:
+    if not valid_id(value):
+        raise ValueError("use 1-64 of A-Z a-z 0-9 _ . - (not '.' or '..')")
+    return value
+
+
+Ident = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]{1,64}$"),
+                  AfterValidator(_ident)]
+Trust = Literal["operator", "guest"]
+Text = Annotated[str, Field(max_length=512 * 1024)]
+
+
+class Error(Schema):
+    code: str = Field(description="stable machine-readable reason, e.g. `invalid_key`, `stale_base`")
+    message: str = Field(description="what went wrong and what to do about it")
+
+
+class ErrorOut(Schema):
+    error: Error
+
+
+# --- conversations ---------------------------------------------------------------------------------
+
+
+class MessageIn(Schema):
+    role: Literal["user", "assistant", "system", "tool"]
+    content: Text
+    sender: str = Field("", max_length=256)
+    owner_id: Ident | None = None
+    trust: Trust = "guest"
+    kind: Literal["chat", "voice_turn", "notice", "tool"] = "chat"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class MessageCreated(Schema):
+    id: int
+    conversation: str
+    created_at: datetime
+
+
+class MessageOut(Schema):
+    id: int
+    role: str
+    kind: str
+    content: str
+    sender: str
+    trust: str
+    owner_id: str
+    metadata: dict[str, Any]
+    created_at: datetime
+
+
+class WindowOut(Schema):
+    conversation: str
+    messages: list[MessageOut]
+
+
+class CommitIn(Schema):
+    owner_id: Ident | None = None
+    trust: Trust = "guest"
+    peak_prompt_tokens: int | None = Field(..., ge=0, description="the turn's largest provider-reported prompt "
+                                                                   "tokens; null when the provider gave none")
+    context_window: int | None = Field(None, ge=1, description="the model's context window in tokens "
+                                                               "(default: the primary provider's)")
+
+
+class CommitOut(Schema):
+    review: str = Field(description="`queued` or `disabled` (the background review is never awaited)")
+    compaction: str = Field(description="`queued`, `not_needed`, `backoff` or `disabled`: the post-delivery "
+                                        "compaction runs in the background")
+    compacted: bool
+    notice: str | None
+
+
+class PreflightIn(Schema):
+    owner_id: Ident | None = None
+    context_window: int | None = Field(None, ge=1)
+
+
+class PreflightOut(Schema):
+    compacted: bool
+    notice: str | None
+
+
+class CommandIn(Schema):
+    trust: Trust = "guest"
+
+
+class CompactOut(Schema):
+    message: str
+    compacted: bool
+    messages: int = Field(0, description="how many messages the checkpoint summarises")
+    revision: int | None = Field(None, description="the checkpoint resource revision written")
+
+
+class ClearOut(Schema):
+    cleared: int = Field(description="messages that left the window (they are kept, not deleted)")
+    message: str
+
+
+class TurnIn(Schema):
+    content: Annotated[str, Field(min_length=1, max_length=512 * 1024)]
+    sender: str = Field("", max_length=256)
+    owner_id: Ident | None = None
+    trust: Trust = "guest"
+    context_window: int | None = Field(None, ge=1)
+
+
+class Usage(Schema):
+    prompt_tokens: int
+    completion_tokens: int
+    peak_prompt_tokens: int
+    model_calls: int
+    tool_calls: int
+    provider: str
+    model: str
+
+
+class TurnOut(Schema):
+    reply: str
+    notices: list[str]
+    usage: Usage
+    message_id: int = Field(description="id of the stored reply")
+
+
+class ChatMessage(Schema):
+    role: str
+    content: str
+
+
+class PromptOut(Schema):
+    agent_id: str
+    owner_id: str
+    conversation: str | None
+    system_messages: list[ChatMessage]
+    history: list[ChatMessage]
+    prompt_hash: str
+    parts: list[str]
+    usage: dict[str, dict[str, int]]
+
+
+# --- memory ----------------------------------------------------------------------------------------
+
+
+class ToolIn(Schema):
+    conversation: str = Field(..., max_length=600, description="conversation key, e.g. `telegram:12345`")
+    owner_id: Ident | None = None
+    trust: Trust = "guest"
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolOut(Schema):
+    ok: bool
+    result: str
+    data: dict[str, Any] | list[Any]
+
+
+class MemoryOut(Schema):
+    id: int
+    key: str
+    value: str
+    category: str
+    scope_type: str
+    scope_id: str
+    owner_id: str
+    archived: bool
+    archived_at: datetime | None
+    archive_reason: str
+    source_type: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class MemoryListOut(Schema):
+    memories: list[MemoryOut]
+
+
+class ArchiveIn(Schema):
+    reason: str = Field("", max_length=2000)
+
+
+class MemoryChangeOut(Schema):
+    memory: MemoryOut
+    rendered_in: list[str] = Field(description="prompt files that show the row after the rebuild")
+
+
+class ReviewIn(Schema):
+    conversation: str | None = Field(None, max_length=600)
+    owner_id: Ident | None = None
+
+
+class ReviewOut(Schema):
+    total: int
+    results: list[dict[str, Any]]
+
+
+class MemorySourceOut(Schema):
+    id: int
+    key: str
+    source_type: str
+    name: str
+    description: str
+
+
+class MemorySourcesOut(Schema):
+    sources: list[MemorySourceOut]
+
+
+class TranscriptIn(Schema):
+    device_id: str = Field(..., max_length=200)
+    owner_id: Ident | None = None
+    role: Literal["user", "assistant"]
+    text: Text
+
+
+class TranscriptOut(Schema):
+    stored: bool
+    id: int | None = None
+    conversation: str
+    reason: str | None = None
+
+
+# --- resources -------------------------------------------------------------------------------------
+
+
+class RevisionOut(Schema):
+    resource_type: str
+    scope_id: str
+    revision: int
+    parent_revision: int | None
+    content_hash: str
+    byte_size: int
+    mutation_source: str
+    provenance: dict[str, Any]
+    created_at: datetime
+
+
+class RevisionContentOut(RevisionOut):
+    content: str
+
+
+class ResourceOut(Schema):
+    resource_type: str
+    scope_id: str
+    current_revision: int
+    current: RevisionOut | None
+    updated_at: datetime
+
+
+class ResourceListOut(Schema):
+    resources: list[ResourceOut]
+
+
+class RevisionListOut(Schema):
+    resource_type: str
+    scope_id: str
+    revisions: list[RevisionOut]
+
+
+class DiffOut(Schema):
+    resource_type: str
+    scope_id: str
+    a: int
+    b: int
+    diff: str
+
+
+class RollbackIn(Schema):
+    revision: int = Field(..., ge=1)
+
+
+class RollbackOut(Schema):
+    status: Literal["rolled_back", "already_at_target"]
+    resource_type: str
+    from_revision: int
+    target_revision: int
+    revision: int | None = Field(description="the new `rollback` revision; null when already at the target")
+    caveat: str | None
+
+
+class SoulProposalIn(Schema):
+    mode: Literal["review", "suggest", "revert", "reset"]
+    instruction: str = Field("", max_length=4000)
+    revision: int | None = Field(None, ge=1, description="revert: the SOUL.md revision to restore")
+    trust: Trust = "guest"
+
+
+class SoulProposalOut(Schema):
+    token: str
+    mode: str
+    status: str
+    diff: str
+    rationale: str
+    expires_at: datetime
+
+
+class SoulDecisionIn(Schema):
+    trust: Trust = "guest"
+
+
+class SoulDecisionOut(Schema):
+    token: str
+    mode: str
+    status: str
+    revision: int | None = Field(description="the SOUL.md revision written; null when nothing was written")
+
+
+# --- jobs ------------------------------------------------------------------------------------------
+
+
+class JobIn(Schema):
+    name: str = Field(..., min_length=1, max_length=200)
+    prompt: Annotated[str, Field(min_length=1, max_length=20_000)]
+    schedule_type: Literal["once", "interval", "cron"]
+    run_at: datetime | None = Field(None, description="once: when to run (ISO 8601 with a time zone)")
+    interval_seconds: int | None = Field(None, description="interval: a whole number of minutes, in seconds")
+    cron: str | None = Field(None, max_length=100, description="cron: five fields, UTC")
+    owner_id: Ident | None = None
+    enabled: bool = True
+    silent_marker: str = Field("[SILENT]", max_length=100)
+
+
+class JobPatch(Schema):
+    name: str | None = Field(None, min_length=1, max_length=200)
+    prompt: Annotated[str, Field(min_length=1, max_length=20_000)] | None = None
+    schedule_type: Literal["once", "interval", "cron"] | None = None
+    run_at: datetime | None = None
+    interval_seconds: int | None = None
+    cron: str | None = Field(None, max_length=100)
+    enabled: bool | None = None
+    silent_marker: str | None = Field(None, max_length=100)
+
+
+class JobOut(Schema):
+    id: int
+    agent_id: str
+    owner_id: str
+    name: str
+    prompt: str
+    schedule_type: str
+    run_at: datetime | None
+    interval_seconds: int | None
+    cron: str
+    enabled: bool
+    silent_marker: str
+    memory_source: str
+    next_run_at: datetime | None
+    last_run_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class JobListOut(Schema):
+    jobs: list[JobOut]
+
+
+class JobRunOut(Schema):
+    id: int
+    job_id: int
+    status: str
+    trigger: str
+    started_at: datetime
+    finished_at: datetime | None
+    prompt_tokens: int
+    completion_tokens: int
+    output: str
+    error: str
+
+
+class JobRunListOut(Schema):
+    runs: list[JobRunOut]
+
+
+class Deleted(Schema):
+    deleted: bool
