@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_extensions",
     "django_q",
+    "ninja",  # serves the API docs' assets locally instead of from a CDN
     "fermix_site",
     "memory",
     "resources",
