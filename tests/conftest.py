@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from fermix_site import conf as conf_module
@@ -41,6 +42,7 @@ def process_env(**extra) -> dict:
     """Environment for a second real process that talks to this test's database."""
     env = dict(os.environ)
     env["DJANGO_SETTINGS_MODULE"] = "fermix_site.settings"
+    env["FERMIX_SECRET_KEY"] = settings.SECRET_KEY  # signed task packages must verify in the other process
     settings_dict = connection.settings_dict
     if connection.vendor == "sqlite":
         env["DATABASE_URL"] = "sqlite:///" + settings_dict["NAME"]

@@ -1,0 +1,93 @@
+"""A real django-q2 cluster runs the background review; a worker killed mid-review loses nothing."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from fermix_site.conf import conf
+from memory.conversations import message_append
+from memory.models import Memory, ReviewRun, ReviewState
+from memory.reviewer import review_conversation
+from memory.turns import turn_commit
+from tests.conftest import ROOT, process_env
+from tests.fakeprovider import Reply, provider_config_toml, use_config
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.storage]
+
+ADD_TEA = json.dumps({"operations": [{"op": "add", "category": "preference", "key": "tea", "value": "likes tea"}]})
+
+
+def start_cluster():
+    log = open(conf.home / "qcluster.log", "wb")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT,
+                            env=process_env(FERMIX_HOME=conf.home, FERMIX_WORKERS="1", FERMIX_Q_LOG_LEVEL="INFO"),
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop(cluster, sig=signal.SIGTERM):
+    os.killpg(cluster.pid, sig)
+    try:
+        cluster.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(cluster.pid, signal.SIGKILL)
+        cluster.wait(timeout=10)
+    print((conf.home / "qcluster.log").read_text()[-5000:])
+
+
+def wait_for(predicate, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+@pytest.fixture
+def model(home, fake_provider):
+    with use_config(provider_config_toml(fake_provider)):
+        yield fake_provider
+
+
+def test_the_cluster_runs_the_review_enqueued_by_a_commit(model):
+    model.push(Reply(text=ADD_TEA))
+    message_append(agent_id="main", conversation="telegram:1", role="user", content="I like tea", trust="operator")
+    assert turn_commit(agent_id="main", conversation="telegram:1", peak_prompt_tokens=10)["review"] == "queued"
+    assert Memory.objects.count() == 0  # the turn did not wait for the review
+    cluster = start_cluster()
+    try:
+        run = wait_for(lambda: ReviewRun.objects.filter(status="ok").first())
+    finally:
+        stop(cluster)
+    assert run.ops_added == 1 and Memory.objects.get().value == "likes tea"
+    assert (conf.memory_dir("main") / "USER.md").read_text() == "## Preferences\n- likes tea\n"
+
+
+def test_a_worker_killed_mid_review_leaves_the_conversation_reviewable(model):
+    model.push(Reply(text=ADD_TEA, delay=30))  # the model is slow: the worker dies while waiting
+    message_append(agent_id="main", conversation="telegram:1", role="user", content="I like tea", trust="operator")
+    turn_commit(agent_id="main", conversation="telegram:1", peak_prompt_tokens=10)
+    cluster = start_cluster()
+    try:
+        wait_for(lambda: model.requests)  # the review is waiting on the model
+        state = ReviewState.objects.get()
+        assert state.claimed_by and state.claim_expires_at > timezone.now()
+    finally:
+        stop(cluster, signal.SIGKILL)
+    assert Memory.objects.count() == 0 and ReviewState.objects.get().cursor_message_id == 0
+    assert review_conversation(agent_id="main", conversation="telegram:1", force=True)["reason"] == "already_running"
+
+    # Time passes: the dead worker's claim expires.
+    ReviewState.objects.update(claim_expires_at=timezone.now() - timedelta(seconds=1))
+    model.push(Reply(text=ADD_TEA))
+    result = review_conversation(agent_id="main", conversation="telegram:1", force=True)
+    assert result["status"] == "ok" and Memory.objects.get().value == "likes tea"
+    assert ReviewRun.objects.filter(status="failed", reason__startswith="abandoned").count() == 1
