@@ -2,8 +2,10 @@
 
 - Content-Length is checked first: a value that is not a number is a 400, more than
   DATA_UPLOAD_MAX_MEMORY_SIZE (1 MiB) a 413, both before the key is looked up or the body read.
-- Bodies are parsed strictly: UTF-8 only, JSON only, nested at most MAX_DEPTH deep (a deeply nested
-  document would otherwise reach Python's recursion limit somewhere later and become a 500).
+- Bodies are parsed strictly: UTF-8 only, JSON only (no NaN or Infinity, which PostgreSQL's jsonb
+  refuses), no lone surrogates (`"\ud800"` is valid JSON but cannot be stored as UTF-8), nested at
+  most MAX_DEPTH deep (a deeply nested document would otherwise reach Python's recursion limit
+  somewhere later and become a 500).
 - ninja's plain-text 405 and any path under /api/v1/ that names no endpoint answer JSON as well.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 
 from django.conf import settings
 from django.views.decorators.csrf import csrf_exempt
@@ -21,20 +24,44 @@ from api.errors import MAX_BODY_MESSAGE, ApiError, error_response
 MAX_DEPTH = 32
 
 
-def _depth_ok(data, limit: int = MAX_DEPTH) -> bool:
+def _check_tree(data) -> None:
+    """Depth and text of a parsed document, walked without recursion."""
     stack = [(data, 1)]
     while stack:
         value, depth = stack.pop()
-        if isinstance(value, dict | list):
-            if depth > limit:
-                return False
+        if isinstance(value, str):
+            _check_text(value)
+        elif isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                raise ApiError(400, "too_deep", f"the JSON body is nested more than {MAX_DEPTH} levels deep")
+            if isinstance(value, dict):
+                for key in value:
+                    _check_text(key)
             children = value.values() if isinstance(value, dict) else value
             stack.extend((child, depth + 1) for child in children)
-    return True
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, "invalid_text", "the JSON body holds a lone surrogate escape (like \\ud800), "
+                                            "which is not text") from None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is out of range for a number")
+    return number
 
 
 class StrictJsonParser(Parser):
-    """JSON bodies in UTF-8, at most MAX_DEPTH levels deep; anything else is a 400 saying which."""
+    """JSON bodies in UTF-8, finite numbers, real text, at most MAX_DEPTH levels deep; else a 400 saying which."""
 
     def parse_body(self, request):
         try:
@@ -42,13 +69,12 @@ class StrictJsonParser(Parser):
         except UnicodeDecodeError:
             raise ApiError(400, "invalid_utf8", "the request body is not valid UTF-8") from None
         try:
-            data = json.loads(text)
+            data = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
         except RecursionError:
             raise ApiError(400, "too_deep", f"the JSON body is nested more than {MAX_DEPTH} levels deep") from None
         except ValueError as exc:
             raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {exc}") from None
-        if not _depth_ok(data):
-            raise ApiError(400, "too_deep", f"the JSON body is nested more than {MAX_DEPTH} levels deep")
+        _check_tree(data)
         return data
 
 

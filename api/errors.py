@@ -114,6 +114,8 @@ def status_of(exc: Exception) -> tuple[int, str, str]:
         return 404 if exc.code == "not_found" else 409, exc.code, str(exc)
     if isinstance(exc, CompactionError):
         # "window_moved" is a race with another compaction or /clear; anything else is the model failing.
+        if isinstance(exc.__cause__, NoProviderConfigured):
+            return _provider_error(exc.__cause__)
         return 409 if exc.code == "window_moved" else 502, exc.code, str(exc)
     return 500, "internal_error", "the server failed to answer; the error is logged"
 
@@ -123,8 +125,10 @@ def install(api) -> None:
 
     def service_error(request, exc):
         status, code, message = status_of(exc)
-        if status >= 500:
-            logger.exception("%s %s failed", request.method, request.path, exc_info=exc)
+        if status == 500:
+            logger.error("%s %s failed", request.method, request.path, exc_info=exc)
+        elif status > 500:
+            logger.warning("%s %s: %s", request.method, request.path, message)
         headers = exc.headers if isinstance(exc, ApiError) else None
         return error_response(status, code, message, headers=headers)
 

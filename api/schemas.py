@@ -25,6 +25,8 @@ Ident = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_
                   AfterValidator(_ident)]
 Trust = Literal["operator", "guest"]
 Text = Annotated[str, Field(max_length=512 * 1024)]
+MAX_INT = 2**31 - 1  # every integer column is at least this wide on SQLite and PostgreSQL
+Tokens = Annotated[int, Field(ge=1, le=1_000_000_000)]
 
 
 class Error(Schema):
@@ -75,10 +77,11 @@ class WindowOut(Schema):
 class CommitIn(Schema):
     owner_id: Ident | None = None
     trust: Trust = "guest"
-    peak_prompt_tokens: int | None = Field(..., ge=0, description="the turn's largest provider-reported prompt "
-                                                                   "tokens; null when the provider gave none")
-    context_window: int | None = Field(None, ge=1, description="the model's context window in tokens "
-                                                               "(default: the primary provider's)")
+    peak_prompt_tokens: int | None = Field(..., ge=0, le=1_000_000_000,
+                                           description="the turn's largest provider-reported prompt tokens; "
+                                                       "null when the provider gave none")
+    context_window: Tokens | None = Field(None, description="the model's context window in tokens "
+                                                             "(default: the primary provider's)")
 
 
 class CommitOut(Schema):
@@ -91,7 +94,7 @@ class CommitOut(Schema):
 
 class PreflightIn(Schema):
     owner_id: Ident | None = None
-    context_window: int | None = Field(None, ge=1)
+    context_window: Tokens | None = None
 
 
 class PreflightOut(Schema):
@@ -120,7 +123,7 @@ class TurnIn(Schema):
     sender: str = Field("", max_length=256)
     owner_id: Ident | None = None
     trust: Trust = "guest"
-    context_window: int | None = Field(None, ge=1)
+    context_window: Tokens | None = None
 
 
 class Usage(Schema):
@@ -211,6 +214,33 @@ class ReviewOut(Schema):
     results: list[dict[str, Any]]
 
 
+class ReviewRunOut(Schema):
+    id: int
+    conversation: str
+    owner_id: str
+    trigger: str
+    status: str
+    reason: str
+    ops_added: int
+    ops_replaced: int
+    ops_archived: int
+    ops_skipped: int
+    input_tokens: int
+    started_at: datetime
+    finished_at: datetime | None
+    undone_at: datetime | None
+
+
+class ReviewRunListOut(Schema):
+    runs: list[ReviewRunOut]
+
+
+class UndoOut(Schema):
+    run_id: int
+    status: str
+    operations_reversed: int
+
+
 class MemorySourceOut(Schema):
     id: int
     key: str
@@ -283,7 +313,7 @@ class DiffOut(Schema):
 
 
 class RollbackIn(Schema):
-    revision: int = Field(..., ge=1)
+    revision: int = Field(..., ge=1, le=MAX_INT)
 
 
 class RollbackOut(Schema):
@@ -298,7 +328,7 @@ class RollbackOut(Schema):
 class SoulProposalIn(Schema):
     mode: Literal["review", "suggest", "revert", "reset"]
     instruction: str = Field("", max_length=4000)
-    revision: int | None = Field(None, ge=1, description="revert: the SOUL.md revision to restore")
+    revision: int | None = Field(None, ge=1, le=MAX_INT, description="revert: the SOUL.md revision to restore")
     trust: Trust = "guest"
 
 
@@ -330,7 +360,8 @@ class JobIn(Schema):
     prompt: Annotated[str, Field(min_length=1, max_length=20_000)]
     schedule_type: Literal["once", "interval", "cron"]
     run_at: datetime | None = Field(None, description="once: when to run (ISO 8601 with a time zone)")
-    interval_seconds: int | None = Field(None, description="interval: a whole number of minutes, in seconds")
+    interval_seconds: int | None = Field(None, ge=60, le=MAX_INT,
+                                         description="interval: a whole number of minutes, in seconds")
     cron: str | None = Field(None, max_length=100, description="cron: five fields, UTC")
     owner_id: Ident | None = None
     enabled: bool = True
@@ -342,7 +373,7 @@ class JobPatch(Schema):
     prompt: Annotated[str, Field(min_length=1, max_length=20_000)] | None = None
     schedule_type: Literal["once", "interval", "cron"] | None = None
     run_at: datetime | None = None
-    interval_seconds: int | None = None
+    interval_seconds: int | None = Field(None, ge=60, le=MAX_INT)
     cron: str | None = Field(None, max_length=100)
     enabled: bool | None = None
     silent_marker: str | None = Field(None, max_length=100)

@@ -3,7 +3,7 @@ realtime transcripts."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from ninja import Field, Query, Router, Schema, Status
 
@@ -111,7 +111,25 @@ def review(request, agent: str, payload: s.ReviewIn):
     return review_now(agent_id=agent, conversation=conversation, owner_id=payload.owner_id)
 
 
-@router.post("/review-runs/{run_id}/undo", response=dict[str, Any])
+class ReviewRunQuery(Schema):
+    conversation: str | None = Field(None, max_length=600)
+    limit: int = Field(50, ge=1, le=500)
+
+
+@router.get("/agents/{agent}/review-runs", response=s.ReviewRunListOut)
+def review_runs(request, agent: str, query: Query[ReviewRunQuery]):
+    """Review runs newest first, with their outcome: the ids to undo one with."""
+    runs = ReviewRun.objects.filter(agent_id=agent).order_by("-started_at", "-id")
+    if query.conversation:
+        runs = runs.filter(conversation_key=str(ConversationKey.parse(query.conversation)))
+    return {"runs": [{"id": r.id, "conversation": r.conversation_key, "owner_id": r.owner_id, "trigger": r.trigger,
+                      "status": r.status, "reason": r.reason, "ops_added": r.ops_added, "ops_replaced": r.ops_replaced,
+                      "ops_archived": r.ops_archived, "ops_skipped": r.ops_skipped, "input_tokens": r.input_tokens,
+                      "started_at": r.started_at, "finished_at": r.finished_at, "undone_at": r.undone_at}
+                     for r in runs[: query.limit]]}
+
+
+@router.post("/review-runs/{run_id}/undo", response=s.UndoOut)
 def review_undo(request, run_id: int):
     """Undo a review run's operations (operator key)."""
     request.auth.require_operator("undoing a review")
