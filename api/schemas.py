@@ -138,9 +138,10 @@ class Usage(Schema):
 
 class TurnOut(Schema):
     reply: str
-    notices: list[str]
+    notices: list[str] = Field(description="short notes for the chat, e.g. that older history was trimmed")
     usage: Usage
     message_id: int = Field(description="id of the stored reply")
+    commit: CommitOut = Field(description="what the turn's commit started")
 
 
 class ChatMessage(Schema):
