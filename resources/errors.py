@@ -54,6 +54,11 @@ class CheckpointRollback(ResourceError):
     http_status = 409
 
 
+class RedactedRevision(ResourceError):
+    code = "redacted_revision"
+    http_status = 409
+
+
 class UnsafePath(ResourceError):
     code = "unsafe_path"
 

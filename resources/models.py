@@ -58,6 +58,8 @@ class ResourceRevision(models.Model):
     mutation_source = models.CharField(max_length=32, choices=MutationSource.choices)
     provenance = models.JSONField(default=dict, blank=True, db_column="provenance_json")
     created_at = models.DateTimeField()
+    # An erased owner's content is replaced by a tombstone; content_hash and byte_size keep the original's.
+    redacted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "resource_revisions"

@@ -37,7 +37,7 @@ from resources.catalog import (
     is_file_backed,
     rollback_caveat,
 )
-from resources.errors import CheckpointRollback, InvalidContent, UnknownResource, UnknownRevision
+from resources.errors import CheckpointRollback, InvalidContent, RedactedRevision, UnknownResource, UnknownRevision
 from resources.models import GLOBAL_SCOPE, MutationSource, Resource, ResourceRevision, ResourceType
 from resources.selectors import resource_current_hashes
 
@@ -331,6 +331,9 @@ def resource_rollback(*, agent_id: str, resource_type: str, revision: int, prove
         raise UnknownResource(f"{resource_type} has no revisions for agent {agent_id}")
     with resource_file_locked(agent_id=agent_id, resource_type=resource_type, why="rollback") as locked:
         target = _revision(agent_id=agent_id, resource_type=resource_type, number=revision)
+        if target.redacted_at is not None:
+            raise RedactedRevision(f"{resource_type} revision {revision} was redacted (its owner was erased); "
+                                   "it cannot be restored")
         return locked.rollback_to(target.content, target_revision=target.revision, provenance=extra)
 
 
