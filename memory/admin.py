@@ -1,0 +1,668 @@
+"""The operator console for memory: messages, memory rows, conversations, review runs.
+
+Rows change only through the services (memory.rows, memory.reviewer), which record the per-fact
+history; the admin forms are read-only and every change is a confirmed POST.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db.models import QuerySet
+from django.http import Http404, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
+
+from fermix_site.admin_kit import (
+    BigTableAdmin,
+    ReadOnlyAdmin,
+    admin_url,
+    changelist_url,
+    link,
+    pre,
+    short,
+)
+from fermix_site.conf import conf
+from memory.conversations import KINDS
+from memory.models import (
+    Category,
+    Conversation,
+    Memory,
+    MemoryEvent,
+    MemorySource,
+    Message,
+    ReviewOperation,
+    ReviewRun,
+    ReviewState,
+    Role,
+    ScopeType,
+    Trust,
+)
+from memory.prompt_files import prompt_files_rebuild, render_for_agent, scope_reason
+from memory.rows import MemoryRowError, memory_archive, memory_history, memory_restore
+from memory.search import MAX_LIMIT, search_memories, search_messages
+
+BULK_LIMIT = 500  # rows one archive confirmation may list
+_page = threading.local()  # one render per (agent, file) for the changelist page being built
+
+
+# --- filters: lookups from small tables or fixed lists, never DISTINCT over a big one ----------------
+
+
+class ValueFilter(admin.SimpleListFilter):
+    """Filter on one column by exact value; subclasses say where the choices come from.
+
+    A value given in the URL applies even when it is not among the offered choices (a conversation
+    link, a channel with no conversation row).
+    """
+
+    def has_output(self):
+        return True
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        return queryset.filter(**{self.parameter_name: value}) if value else queryset
+
+
+class ConversationAgentFilter(ValueFilter):
+    title, parameter_name = "agent", "agent_id"
+
+    def lookups(self, request, model_admin):
+        agents = Conversation.objects.order_by("agent_id").values_list("agent_id", flat=True).distinct()
+        return [(a, a) for a in agents[:100]]
+
+
+class ChannelFilter(ValueFilter):
+    title, parameter_name = "channel", "channel"
+
+    def lookups(self, request, model_admin):
+        channels = Conversation.objects.order_by("channel").values_list("channel", flat=True).distinct()
+        return [(c, c) for c in channels[:100]]
+
+
+class KindFilter(ValueFilter):
+    title, parameter_name = "kind", "kind"
+
+    def lookups(self, request, model_admin):
+        return [(k, k) for k in sorted(KINDS)]
+
+
+class RoleFilter(ValueFilter):
+    title, parameter_name = "role", "role"
+
+    def lookups(self, request, model_admin):
+        return Role.choices
+
+
+class GuestFilter(ValueFilter):
+    title, parameter_name = "guest", "trust"
+
+    def lookups(self, request, model_admin):
+        return [(Trust.GUEST, "guest"), (Trust.OPERATOR, "operator")]
+
+
+class MemoryAgentFilter(ValueFilter):
+    title, parameter_name = "agent", "agent_id"
+
+    def lookups(self, request, model_admin):
+        agents = Memory.objects.order_by("agent_id").values_list("agent_id", flat=True).distinct()
+        return [(a, a) for a in agents[:100]]
+
+
+class OwnerFilter(ValueFilter):
+    title, parameter_name = "owner", "owner_id"
+
+    def lookups(self, request, model_admin):
+        owners = Memory.objects.order_by("owner_id").values_list("owner_id", flat=True).distinct()
+        return [(o, o) for o in owners[:100]]
+
+
+class CategoryFilter(ValueFilter):
+    title, parameter_name = "category", "category"
+
+    def lookups(self, request, model_admin):
+        return [*Category.choices, ("", "none (conversation note)")]
+
+    def queryset(self, request, queryset):
+        if self.parameter_name in self.used_parameters:
+            return queryset.filter(category=self.value() or "")
+        return queryset
+
+
+class ScopeTypeFilter(ValueFilter):
+    title, parameter_name = "scope type", "scope_type"
+
+    def lookups(self, request, model_admin):
+        return ScopeType.choices
+
+
+class ArchivedFilter(admin.SimpleListFilter):
+    title, parameter_name = "archived", "archived"
+
+    def lookups(self, request, model_admin):
+        return [("no", "live"), ("yes", "archived")]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(archived_at__isnull=self.value() == "no")
+        return queryset
+
+
+def _search_filters(request, names) -> dict:
+    """The changelist's own filters, handed to the full-text search so it ranks within them."""
+    return {name: request.GET[name] for name in names if request.GET.get(name)}
+
+
+# --- messages ---------------------------------------------------------------------------------------
+
+
+def conversation_messages_url(channel: str, chat_id: str, thread_scope: str, agent_id: str | None = None) -> str:
+    params = {"channel": channel, "chat_id": chat_id, "thread_scope": thread_scope}
+    if agent_id:
+        params["agent_id"] = agent_id
+    return changelist_url(Message, **params)
+
+
+@admin.register(Message)
+class MessageAdmin(BigTableAdmin, ReadOnlyAdmin):
+    list_display = ("id", "created_at", "conversation", "role", "kind", "sender", "trust", "excerpt")
+    list_display_links = ("id", "excerpt")
+    list_filter = (ConversationAgentFilter, ChannelFilter, KindFilter, RoleFilter, GuestFilter)
+    search_fields = ("content",)  # shows the box; the search itself is get_search_results
+    search_help_text = f"Full-text search: any of the words, best {MAX_LIMIT} matches within the filters."
+    fields = ("id", "agent_id", "owner_id", "conversation", "sender", "role", "kind", "trust", "created_at",
+              "content_block", "metadata_block", "memories_from_it")
+    readonly_fields = fields
+
+    @admin.display(description="conversation")
+    def conversation(self, obj):
+        url = conversation_messages_url(obj.channel, obj.chat_id, obj.thread_scope, obj.agent_id)
+        return link(url, obj.conversation_key)
+
+    @admin.display(description="content")
+    def excerpt(self, obj):
+        return short(obj.content, 100)
+
+    @admin.display(description="content")
+    def content_block(self, obj):
+        return pre(obj.content)
+
+    @admin.display(description="metadata")
+    def metadata_block(self, obj):
+        return pre(json.dumps(obj.metadata, indent=2, ensure_ascii=False, sort_keys=True))
+
+    @admin.display(description="memory rows from this message")
+    def memories_from_it(self, obj):
+        rows = Memory.objects.filter(agent_id=obj.agent_id, source_message_id=obj.id).order_by("-id")[:50]
+        return format_html_join(", ", '<a href="{}">#{} {}</a>', ((admin_url(m), m.id, m.key) for m in rows)) or "—"
+
+    def get_search_results(self, request, queryset, search_term):
+        if not search_term.strip():
+            return queryset, False
+        filters = _search_filters(request, ("agent_id", "channel", "chat_id", "thread_scope", "kind", "role",
+                                            "trust", "owner_id"))
+        hits = search_messages(query=search_term, filters=filters, limit=MAX_LIMIT)
+        return queryset.filter(pk__in=[m.pk for m in hits]), False
+
+
+# --- memory rows ------------------------------------------------------------------------------------
+
+
+def placement(memory: Memory, renders: dict) -> tuple[str, str]:
+    """("USER.md › Identity", "") when the row renders, else ("", why not): scope rule, cap or budget.
+
+    `renders` caches one render per (agent, file) for the page, so a page of rows costs two renders.
+    """
+    reason = scope_reason(memory)
+    if reason:
+        return "", reason
+    resource_type = "user_md" if memory.promote_target == "user_md" else "memory_md"
+    key = (memory.agent_id, resource_type)
+    if key not in renders:
+        renders[key] = render_for_agent(memory.agent_id, resource_type)
+    rendered = renders[key]
+    if memory.id in rendered.shown:
+        return f"{rendered.file_name} › {rendered.shown[memory.id]}", ""
+    if memory.id in rendered.over_budget:
+        return "", f"over {rendered.file_name}'s token budget ({rendered.cap} tokens)"
+    return "", "over its section's row cap (newer rows are kept)"
+
+
+def rebuild_after(request, rows: list[Memory]) -> None:
+    """Re-render USER.md and MEMORY.md of every agent whose rows changed."""
+    by_agent = defaultdict(list)
+    for row in rows:
+        by_agent[row.agent_id].append(row.id)
+    for agent_id, ids in by_agent.items():
+        prompt_files_rebuild(agent_id=agent_id, trigger="admin", memory_ids=ids,
+                             extra_provenance={"operator": request.user.get_username()})
+
+
+def actor_html(event: MemoryEvent) -> str:
+    """Who made a change, linked to the review run when the reviewer did."""
+    actor = f"{event.actor_type}:{event.actor_id}" if event.actor_id else event.actor_type
+    if event.actor_id.startswith("run:") and event.actor_id[4:].isdigit():
+        return link(reverse("admin:memory_reviewrun_change", args=[int(event.actor_id[4:])]), actor)
+    return format_html("{}", actor)
+
+
+@admin.register(Memory)
+class MemoryAdmin(BigTableAdmin):
+    list_display = ("id", "key", "value_excerpt", "category", "scope_type", "owner_id", "agent_id", "state",
+                    "rendered", "updated_at")
+    list_display_links = ("id", "key")
+    list_filter = (MemoryAgentFilter, OwnerFilter, CategoryFilter, ScopeTypeFilter, ArchivedFilter)
+    search_fields = ("value",)
+    search_help_text = f"Full-text search over keys and values: best {MAX_LIMIT} matches within the filters."
+    actions = ("archive_selected", "restore_selected")
+    raw_id_fields = ("source",)
+    fields = ("id", "agent_id", "owner_id", "scope_type", "scope_id", "category", "key", "value_block",
+              "confidence", "promote_target", "state", "rendered_detail", "provenance", "history", "created_at",
+              "updated_at")
+    readonly_fields = fields
+    change_form_template = "admin/memory/memory/change_form.html"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # rows are archived, never deleted
+
+    def has_change_permission(self, request, obj=None):
+        return False  # the form is read-only; archive and restore are actions
+
+    def has_archive_permission(self, request):
+        return request.user.has_perm("memory.change_memory")
+
+    def get_search_results(self, request, queryset, search_term):
+        if not search_term.strip():
+            return queryset, False
+        filters = _search_filters(request, ("agent_id", "owner_id", "category", "scope_type"))
+        hits = search_memories(query=search_term, filters=filters, limit=MAX_LIMIT)
+        return queryset.filter(pk__in=[m.pk for m in hits]), False
+
+    @admin.display(description="value")
+    def value_excerpt(self, obj):
+        return short(obj.value, 90)
+
+    @admin.display(description="value")
+    def value_block(self, obj):
+        return pre(obj.value)
+
+    @admin.display(description="state")
+    def state(self, obj):
+        if obj.archived_at is None:
+            return "live"
+        return format_html("archived {} by {}: {}", obj.archived_at.strftime("%Y-%m-%d %H:%M"), obj.archived_by,
+                           obj.archive_reason or "no reason given")
+
+    @admin.display(description="prompt file")
+    def rendered(self, obj):
+        renders = getattr(_page, "renders", None)
+        where, why = placement(obj, renders if renders is not None else {})
+        return where or format_html('<span class="fermix-muted" title="{}">not rendered</span>', why)
+
+    @admin.display(description="rendered in")
+    def rendered_detail(self, obj):
+        where, why = placement(obj, {})
+        return where or format_html("not rendered: {}", why)
+
+    @admin.display(description="provenance")
+    def provenance(self, obj):
+        parts = []
+        if obj.source_id:
+            parts.append(format_html("source: {} ({})", obj.source.key, obj.source.source_type))
+        elif obj.source_type:
+            parts.append(format_html("source: {} {}", obj.source_type, obj.source_name))
+        if obj.session_id:
+            try:
+                channel, chat_id, thread = obj.session_id.split(":", 2)
+                parts.append(format_html("conversation: {}", link(
+                    conversation_messages_url(channel, chat_id, thread, obj.agent_id), obj.session_id)))
+            except ValueError:
+                parts.append(format_html("session: {}", obj.session_id))
+        if obj.run_id.startswith("run:") and obj.run_id[4:].isdigit():
+            url = reverse("admin:memory_reviewrun_change", args=[int(obj.run_id[4:])])
+            parts.append(format_html("written by {}", link(url, f"review run {obj.run_id[4:]}")))
+        if obj.source_message_id:
+            url = reverse("admin:memory_message_change", args=[obj.source_message_id])
+            parts.append(format_html("from {}", link(url, f"message #{obj.source_message_id}")))
+        return format_html_join(mark_safe("<br>"), "{}", ((p,) for p in parts)) or "—"
+
+    @admin.display(description="history (every change to this row)")
+    def history(self, obj):
+        events = list(memory_history(memory_id=obj.id))
+        rows = format_html_join(
+            "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((e.created_at.strftime("%Y-%m-%d %H:%M:%S"), e.action, actor_html(e),
+              short(e.before_value or "", 120) if e.before_value is not None else "—",
+              short(e.after_value or "", 120), e.reason or "") for e in events))
+        return format_html(
+            '<table class="fermix-table"><thead><tr><th>when</th><th>change</th><th>by</th><th>before</th>'
+            "<th>after</th><th>reason</th></tr></thead><tbody>{}</tbody></table>", rows)
+
+    def changelist_view(self, request, extra_context=None):
+        _page.renders = {}
+        try:
+            return super().changelist_view(request, extra_context)
+        finally:
+            _page.renders = None
+
+    # --- archive and restore: the services, then the prompt files -----------------------------------
+
+    def _archive(self, request, rows: list[Memory], reason: str) -> int:
+        done = []
+        for row in rows:
+            try:
+                memory_archive(memory_id=row.id, archived_by=f"operator:{request.user.get_username()}",
+                               reason=reason, actor_type="operator", actor_id=request.user.get_username())
+            except MemoryRowError as exc:
+                self.message_user(request, f"#{row.id}: {exc}", messages.WARNING)
+                continue
+            self.log_change(request, row, f"Archived: {reason}")
+            done.append(row)
+        if done:
+            rebuild_after(request, done)
+        return len(done)
+
+    def _restore(self, request, rows: list[Memory]) -> int:
+        done = []
+        for row in rows:
+            try:
+                memory_restore(memory_id=row.id, actor_type="operator", actor_id=request.user.get_username())
+            except MemoryRowError as exc:
+                self.message_user(request, f"#{row.id}: {exc}", messages.WARNING)
+                continue
+            self.log_change(request, row, "Restored")
+            done.append(row)
+        if done:
+            rebuild_after(request, done)
+        return len(done)
+
+    def _confirm_archive(self, request, rows, *, single: bool, error: str = ""):
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Archive memory rows",
+            "opts": self.model._meta,
+            "rows": rows,
+            "single": single,
+            "error": error,
+            "reason": request.POST.get("reason", ""),
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "fermix/memory_archive_confirm.html", context)
+
+    @admin.action(description="Archive selected memory rows…", permissions=["archive"])
+    def archive_selected(self, request, queryset: QuerySet):
+        rows = list(queryset.order_by("-id")[: BULK_LIMIT + 1])
+        if len(rows) > BULK_LIMIT:
+            self.message_user(request, f"Select at most {BULK_LIMIT} rows to archive at once.", messages.ERROR)
+            return None
+        if request.POST.get("post") == "yes":
+            reason = request.POST.get("reason", "").strip()
+            if not reason:
+                return self._confirm_archive(request, rows, single=False, error="Give a reason for the archive.")
+            done = self._archive(request, rows, reason)
+            self.message_user(request, f"Archived {done} memory row(s); USER.md and MEMORY.md rebuilt.",
+                              messages.SUCCESS)
+            return None
+        return self._confirm_archive(request, rows, single=False)
+
+    @admin.action(description="Restore selected memory rows", permissions=["archive"])
+    def restore_selected(self, request, queryset: QuerySet):
+        rows = list(queryset.filter(archived_at__isnull=False).order_by("-id")[:BULK_LIMIT])
+        done = self._restore(request, rows)
+        self.message_user(request, f"Restored {done} memory row(s); USER.md and MEMORY.md rebuilt.",
+                          messages.SUCCESS)
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:memory_id>/archive/", wrap(self.archive_view), name="memory_memory_archive"),
+            path("<int:memory_id>/restore/", wrap(self.restore_view), name="memory_memory_restore"),
+            *super().get_urls(),
+        ]
+
+    def _row_for_change(self, request, memory_id: int) -> Memory:
+        if not self.has_archive_permission(request):
+            raise Http404
+        row = Memory.objects.filter(pk=memory_id).first()
+        if row is None:
+            raise Http404("no such memory row")
+        return row
+
+    def archive_view(self, request, memory_id: int):
+        row = self._row_for_change(request, memory_id)
+        if request.method == "POST":
+            reason = request.POST.get("reason", "").strip()
+            if not reason:
+                return self._confirm_archive(request, [row], single=True, error="Give a reason for the archive.")
+            if self._archive(request, [row], reason):
+                self.message_user(request, f"Archived memory row #{row.id}; USER.md and MEMORY.md rebuilt.",
+                                  messages.SUCCESS)
+            return HttpResponseRedirect(admin_url(row))
+        return self._confirm_archive(request, [row], single=True)
+
+    def restore_view(self, request, memory_id: int):
+        row = self._row_for_change(request, memory_id)
+        if request.method == "POST":
+            if self._restore(request, [row]):
+                self.message_user(request, f"Restored memory row #{row.id}; USER.md and MEMORY.md rebuilt.",
+                                  messages.SUCCESS)
+            return HttpResponseRedirect(admin_url(row))
+        context = {**self.admin_site.each_context(request), "title": "Restore a memory row",
+                   "opts": self.model._meta, "row": row}
+        return TemplateResponse(request, "fermix/memory_restore_confirm.html", context)
+
+    def render_change_form(self, request, context, *args, obj=None, **kwargs):
+        context["can_archive"] = obj is not None and self.has_archive_permission(request)
+        return super().render_change_form(request, context, *args, obj=obj, **kwargs)
+
+
+@admin.register(MemoryEvent)
+class MemoryEventAdmin(BigTableAdmin, ReadOnlyAdmin):
+    list_display = ("id", "created_at", "memory_link", "action", "actor", "after_excerpt", "reason")
+    list_filter = ("action", "actor_type")
+    raw_id_fields = ("memory",)
+
+    @admin.display(description="memory row")
+    def memory_link(self, obj):
+        return link(reverse("admin:memory_memory_change", args=[obj.memory_id]), f"#{obj.memory_id}")
+
+    @admin.display(description="by")
+    def actor(self, obj):
+        return actor_html(obj)
+
+    @admin.display(description="after")
+    def after_excerpt(self, obj):
+        return short(obj.after_value or "", 80)
+
+
+@admin.register(MemorySource)
+class MemorySourceAdmin(ReadOnlyAdmin):
+    list_display = ("key", "source_type", "name", "agent_id", "created_at")
+    list_filter = ("source_type",)
+    search_fields = ("key", "name")
+
+
+# --- conversations and compaction checkpoints -------------------------------------------------------
+
+
+def context_share(conv: Conversation) -> tuple[float | None, int | None]:
+    """(last peak prompt tokens / context window, the window) for a conversation."""
+    from memory.compactor import context_window_for
+
+    window = context_window_for(conv, None)
+    if not conv.last_peak_prompt_tokens or not window:
+        return None, window
+    return conv.last_peak_prompt_tokens / window, window
+
+
+@admin.register(Conversation)
+class ConversationAdmin(BigTableAdmin, ReadOnlyAdmin):
+    list_display = ("key", "agent_id", "owner_id", "last_peak_prompt_tokens", "context", "checkpoint",
+                    "updated_at")
+    list_filter = (ConversationAgentFilter, ChannelFilter)
+    search_fields = ("=key", "chat_id")
+    raw_id_fields = ("checkpoint_message",)
+    fields = ("agent_id", "key", "owner_id", "context", "window_start_id", "checkpoint", "checkpoints",
+              "links", "review", "compaction_failed_at", "created_at", "updated_at")
+    readonly_fields = fields
+
+    @admin.display(description="peak context vs compaction threshold")
+    def context(self, obj):
+        share, window = context_share(obj)
+        threshold = conf.compaction.threshold
+        if share is None:
+            return format_html("no measurement yet (threshold {}%)", round(threshold * 100))
+        over = " — over the threshold" if share >= threshold else ""
+        return format_html("{}% of {} tokens (threshold {}%){}", round(share * 100, 1), window,
+                           round(threshold * 100), over)
+
+    @admin.display(description="checkpoint message")
+    def checkpoint(self, obj):
+        if not obj.checkpoint_message_id:
+            return "—"
+        return link(reverse("admin:memory_message_change", args=[obj.checkpoint_message_id]),
+                    f"#{obj.checkpoint_message_id}")
+
+    @admin.display(description="checkpoint revisions")
+    def checkpoints(self, obj):
+        from resources.models import Resource
+
+        resource = Resource.objects.filter(agent_id=obj.agent_id, resource_type="checkpoint", scope_id=obj.key).first()
+        if resource is None:
+            return "none yet"
+        return link(admin_url(resource), f"checkpoint resource, current revision {resource.current_revision}")
+
+    @admin.display(description="browse")
+    def links(self, obj):
+        channel, chat_id, thread = obj.key.split(":", 2)
+        return format_html(
+            '{} · {} · {}',
+            link(conversation_messages_url(channel, chat_id, thread, obj.agent_id), "messages"),
+            link(changelist_url(ReviewRun, agent_id=obj.agent_id, conversation_key=obj.key), "review runs"),
+            link(changelist_url(Memory, agent_id=obj.agent_id, scope_id=obj.key), "conversation-scoped rows"),
+        )
+
+    @admin.display(description="reviewer state")
+    def review(self, obj):
+        state = ReviewState.objects.filter(agent_id=obj.agent_id, conversation_key=obj.key).first()
+        if state is None:
+            return "never reviewed"
+        return format_html("cursor at message #{}, last reviewed {}, status {}, failures {} {}",
+                           state.cursor_message_id, state.last_reviewed_at or "never", state.status or "—",
+                           state.failure_count, state.last_error[:200])
+
+
+# --- the reviewer: runs, their operations, undo -----------------------------------------------------
+
+
+class ReviewOperationInline(admin.TabularInline):
+    model = ReviewOperation
+    fields = ("index", "op", "status", "action", "memory_link", "before", "after", "reason")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="memory row")
+    def memory_link(self, obj):
+        if not obj.memory_id:
+            return "—"
+        return link(reverse("admin:memory_memory_change", args=[obj.memory_id]), f"#{obj.memory_id}")
+
+    @admin.display(description="before")
+    def before(self, obj):
+        return short(obj.before_value or "", 100) if obj.before_value is not None else "—"
+
+    @admin.display(description="after")
+    def after(self, obj):
+        return short(obj.after_value or "", 100) or short(json.dumps(obj.proposed, ensure_ascii=False), 100)
+
+
+@admin.register(ReviewRun)
+class ReviewRunAdmin(BigTableAdmin, ReadOnlyAdmin):
+    list_display = ("id", "started_at", "conversation_key", "agent_id", "trigger", "status", "ops",
+                    "reason_excerpt")
+    list_filter = ("status", "trigger", ConversationAgentFilter)
+    search_fields = ("=conversation_key",)
+    inlines = (ReviewOperationInline,)
+    fields = ("agent_id", "conversation_key", "owner_id", "trigger", "status", "reason", "ops", "input",
+              "model_call", "output_block", "started_at", "finished_at", "undone_at", "undone_by")
+    readonly_fields = fields
+    change_form_template = "admin/memory/reviewrun/change_form.html"
+
+    @admin.display(description="added / replaced / archived / skipped")
+    def ops(self, obj):
+        return f"{obj.ops_added} / {obj.ops_replaced} / {obj.ops_archived} / {obj.ops_skipped}"
+
+    @admin.display(description="reason")
+    def reason_excerpt(self, obj):
+        return short(obj.reason, 80)
+
+    @admin.display(description="input messages")
+    def input(self, obj):
+        ids = obj.input_message_ids or []
+        links = format_html_join(" ", '<a href="{}">#{}</a>',
+                                 ((reverse("admin:memory_message_change", args=[i]), i) for i in ids[:200]))
+        return format_html("{} message(s), {} tokens: {}", len(ids), obj.input_tokens, links) if ids else "—"
+
+    @admin.display(description="model call")
+    def model_call(self, obj):
+        if not obj.model_call_id:
+            return "—"
+        from providers.models import ModelCall
+
+        return link(changelist_url(ModelCall, q=obj.model_call_id), obj.model_call_id)
+
+    @admin.display(description="model output")
+    def output_block(self, obj):
+        return pre(obj.output) if obj.output else "—"
+
+    def get_urls(self):
+        return [
+            path("<int:run_id>/undo/", self.admin_site.admin_view(self.undo_view), name="memory_reviewrun_undo"),
+            *super().get_urls(),
+        ]
+
+    def undo_view(self, request, run_id: int):
+        from memory.reviewer import UndoError, review_undo
+
+        run = ReviewRun.objects.filter(pk=run_id).first()
+        if run is None or not request.user.has_perm("memory.change_memory"):
+            raise Http404("no such review run")
+        if request.method == "POST":
+            try:
+                result = review_undo(run_id=run.id, actor=f"operator:{request.user.get_username()}")
+            except UndoError as exc:
+                self.message_user(request, f"Not undone ({exc.code}): {exc}", messages.ERROR)
+            else:
+                self.log_change(request, run, "Undone")
+                self.message_user(request, f"Undid review run {run.id}: {result['operations_reversed']} "
+                                           "operation(s) reversed; USER.md and MEMORY.md rebuilt.", messages.SUCCESS)
+            return HttpResponseRedirect(admin_url(run))
+        context = {**self.admin_site.each_context(request), "title": f"Undo review run {run.id}",
+                   "opts": self.model._meta, "run": run,
+                   "operations": run.operations.filter(status="applied").order_by("index")}
+        return TemplateResponse(request, "fermix/review_undo_confirm.html", context)
+
+
+@admin.register(ReviewState)
+class ReviewStateAdmin(ReadOnlyAdmin):
+    list_display = ("conversation_key", "agent_id", "cursor_message_id", "last_reviewed_at", "status",
+                    "failure_count", "last_failure_at")
+    list_filter = ("status",)
+    search_fields = ("=conversation_key",)
+
