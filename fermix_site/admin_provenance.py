@@ -1,0 +1,96 @@
+"""From a line of USER.md or MEMORY.md back to the memory row, the change that wrote it and its messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memory.models import Memory, MemoryEvent, ReviewRun
+from memory.prompt_files import ELLIPSIS, line_for, render_for_agent
+from memory.search import search_memories
+
+WRITES = ("add", "replace", "resave", "revert")
+
+
+@dataclass
+class LineSource:
+    number: int
+    text: str
+    section: str
+    memory: Memory | None = None
+    event: MemoryEvent | None = None
+    run: ReviewRun | None = None
+    message_ids: list[int] = field(default_factory=list)
+    conversation_url: str = ""
+    note: str = ""
+
+
+def _matches(row: Memory, line: str) -> bool:
+    return line_for(row.value) == line
+
+
+def _by_search(agent_id: str, line: str) -> Memory | None:
+    """A row whose value renders as this line now: full-text search narrows, the rendering decides."""
+    text = line[2:].removesuffix(ELLIPSIS)
+    for row in search_memories(query=text, filters={"agent_id": agent_id}, limit=20):
+        if _matches(row, line):
+            return row
+    return None
+
+
+def _by_history(agent_id: str, line: str) -> tuple[Memory | None, MemoryEvent | None]:
+    """A row that held this value once (it changed since): the change that wrote the value."""
+    event = (MemoryEvent.objects.filter(memory__agent_id=agent_id, after_value=line[2:], action__in=WRITES)
+             .select_related("memory").order_by("-id").first())
+    return (event.memory, event) if event else (None, None)
+
+
+def _writer(row: Memory, value: str) -> MemoryEvent | None:
+    return (MemoryEvent.objects.filter(memory=row, after_value=value, action__in=WRITES).order_by("-id").first())
+
+
+def _run_of(event: MemoryEvent | None) -> ReviewRun | None:
+    if event and event.actor_id.startswith("run:") and event.actor_id[4:].isdigit():
+        return ReviewRun.objects.filter(pk=int(event.actor_id[4:])).first()
+    return None
+
+
+def _conversation_url(row: Memory) -> str:
+    """The messages of the conversation a row was written in (tool and reviewer rows record it)."""
+    from memory.admin import conversation_messages_url
+
+    parts = row.session_id.split(":")
+    return conversation_messages_url(*parts, agent_id=row.agent_id) if len(parts) == 3 else ""
+
+
+def line_sources(*, agent_id: str, resource_type: str, content: str) -> list[LineSource]:
+    """One entry per `- value` line of a USER.md or MEMORY.md revision, with where it came from."""
+    rendered = render_for_agent(agent_id, resource_type)
+    current = {}
+    for row in Memory.objects.filter(pk__in=list(rendered.shown)):
+        current.setdefault(line_for(row.value), row)
+    out, section = [], ""
+    for number, line in enumerate(content.splitlines(), start=1):
+        if line.startswith("## "):
+            section = line[3:]
+            continue
+        if not line.startswith("- "):
+            continue
+        source = LineSource(number, line, section)
+        row = current.get(line) or _by_search(agent_id, line)
+        event = _writer(row, row.value) if row else None
+        if row is None:
+            row, event = _by_history(agent_id, line)
+            if row is not None:
+                source.note = "the row's value has changed since this revision"
+        if row is None:
+            source.note = "no memory row holds this value any more"
+            out.append(source)
+            continue
+        source.memory, source.event, source.run = row, event, _run_of(event)
+        ids = list(source.run.input_message_ids) if source.run else []
+        if row.source_message_id and row.source_message_id not in ids:
+            ids.append(row.source_message_id)
+        source.message_ids = ids
+        source.conversation_url = _conversation_url(row)
+        out.append(source)
+    return out

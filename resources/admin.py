@@ -1,0 +1,205 @@
+"""The operator console for versioned resources: history, content, diffs, rollback, provenance.
+
+Rollback goes through `resources.services.resource_rollback` only, after a preview and a confirmation;
+checkpoints are audit records and are never offered for rollback.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import admin, messages
+from django.http import Http404, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from fermix_site.admin_html import line_diff, markdown_html
+from fermix_site.admin_kit import BigTableAdmin, ReadOnlyAdmin, short
+from resources.catalog import display_name, rollback_caveat
+from resources.diff import revision_label
+from resources.errors import CheckpointRollback, UnknownResource, UnknownRevision
+from resources.models import Resource, ResourceRevision, ResourceType, SoulProposal
+from resources.services import resource_rollback
+
+HISTORY_PAGE = 200
+MEMORY_FILE_TYPES = ("user_md", "memory_md")
+
+
+def _revisions(resource: Resource):
+    return ResourceRevision.objects.filter(agent_id=resource.agent_id, resource_type=resource.resource_type,
+                                           scope_id=resource.scope_id)
+
+
+def _revision(resource: Resource, number) -> ResourceRevision:
+    try:
+        return _revisions(resource).get(revision=int(number))
+    except (ResourceRevision.DoesNotExist, TypeError, ValueError):
+        raise Http404(f"{resource} has no revision {number}") from None
+
+
+def _current(resource: Resource) -> ResourceRevision | None:
+    return _revisions(resource).filter(revision=resource.current_revision).first()
+
+
+@admin.register(Resource)
+class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
+    list_display = ("name", "agent_id", "scope_id", "current_revision", "updated_at")
+    list_filter = ("resource_type", "agent_id")
+    search_fields = ("=scope_id",)
+    ordering = ("agent_id", "resource_type", "scope_id")
+
+    @admin.display(description="resource", ordering="resource_type")
+    def name(self, obj):
+        return display_name(obj.resource_type)
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:pk>/revisions/<int:number>/", wrap(self.revision_view), name="resources_resource_revision"),
+            path("<int:pk>/revisions/<int:number>/provenance/", wrap(self.provenance_view),
+                 name="resources_resource_provenance"),
+            path("<int:pk>/diff/", wrap(self.diff_view), name="resources_resource_diff"),
+            path("<int:pk>/rollback/<int:number>/", wrap(self.rollback_view), name="resources_resource_rollback"),
+            *super().get_urls(),
+        ]
+
+    def _resource(self, request, pk) -> Resource:
+        if not self.has_view_permission(request):
+            raise Http404
+        resource = Resource.objects.filter(pk=pk).first()
+        if resource is None:
+            raise Http404("no such resource")
+        return resource
+
+    def _context(self, request, resource: Resource, title: str, **extra) -> dict:
+        return {**self.admin_site.each_context(request), "opts": self.model._meta, "title": title,
+                "resource": resource, "resource_name": display_name(resource.resource_type),
+                "can_rollback": self._can_rollback(request, resource),
+                "has_provenance": resource.resource_type in MEMORY_FILE_TYPES, **extra}
+
+    def _can_rollback(self, request, resource: Resource) -> bool:
+        return resource.resource_type != ResourceType.CHECKPOINT and request.user.has_perm("resources.change_resource")
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The resource page: its revisions, newest first, with links to each one, diffs and rollback."""
+        resource = self._resource(request, object_id)
+        rows = _revisions(resource).defer("content").order_by("-revision")
+        before = request.GET.get("before")
+        if before and before.isdigit():
+            rows = rows.filter(revision__lt=int(before))
+        page = list(rows[: HISTORY_PAGE + 1])
+        older = page[HISTORY_PAGE - 1].revision if len(page) > HISTORY_PAGE else None
+        revisions = [(r, json.dumps(r.provenance, ensure_ascii=False, sort_keys=True)) for r in page[:HISTORY_PAGE]]
+        context = self._context(request, resource, f"{display_name(resource.resource_type)} — {resource}",
+                                revisions=revisions, older=older)
+        return TemplateResponse(request, "fermix/resource.html", context)
+
+    def revision_view(self, request, pk, number):
+        resource = self._resource(request, pk)
+        revision = _revision(resource, number)
+        context = self._context(request, resource, revision_label(revision), revision=revision,
+                                rendered=markdown_html(revision.content),
+                                provenance=json.dumps(revision.provenance, indent=2, ensure_ascii=False,
+                                                      sort_keys=True))
+        return TemplateResponse(request, "fermix/revision.html", context)
+
+    def diff_view(self, request, pk):
+        resource = self._resource(request, pk)
+        current = resource.current_revision
+        a = _revision(resource, request.GET.get("a") or max(current - 1, 1))
+        b = _revision(resource, request.GET.get("b") or current)
+        context_lines = request.GET.get("context", "3")
+        context_lines = int(context_lines) if context_lines.isdigit() else 3
+        context = self._context(request, resource, f"{display_name(resource.resource_type)}: r{a.revision} → "
+                                f"r{b.revision}", a=a, b=b, a_label=revision_label(a), b_label=revision_label(b),
+                                lines=line_diff(a.content, b.content, context=min(context_lines, 1000)),
+                                numbers=list(_revisions(resource).order_by("-revision")
+                                             .values_list("revision", flat=True)[:500]))
+        return TemplateResponse(request, "fermix/diff.html", context)
+
+    def rollback_view(self, request, pk, number):
+        resource = self._resource(request, pk)
+        if not self._can_rollback(request, resource):
+            raise Http404("checkpoint revisions are audit records and cannot be rolled back")
+        target = _revision(resource, number)
+        current = _current(resource)
+        if request.method == "POST" and request.POST.get("confirm") == "yes":
+            return self._rollback(request, resource, target)
+        context = self._context(request, resource, f"Roll back {display_name(resource.resource_type)} to "
+                                f"revision {target.revision}", target=target, current=current,
+                                caveat=rollback_caveat(resource.resource_type),
+                                same=current is not None and current.content_hash == target.content_hash,
+                                lines=line_diff(current.content if current else "", target.content))
+        return TemplateResponse(request, "fermix/rollback.html", context)
+
+    def _rollback(self, request, resource: Resource, target: ResourceRevision):
+        try:
+            result = resource_rollback(agent_id=resource.agent_id, resource_type=resource.resource_type,
+                                       revision=target.revision,
+                                       provenance={"operator": request.user.get_username(), "via": "admin"})
+        except (CheckpointRollback, UnknownResource, UnknownRevision) as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:resources_resource_change", args=[resource.pk]))
+        if result.already_at_target:
+            self.message_user(request, f"{display_name(resource.resource_type)} is already at the content of "
+                                       f"revision {target.revision}; nothing was written.", messages.INFO)
+        else:
+            self.log_change(request, resource, f"Rolled back to revision {target.revision} "
+                                               f"(new revision {result.revision.revision})")
+            self.message_user(request, f"Rolled back {display_name(resource.resource_type)} to revision "
+                                       f"{target.revision}: new revision {result.revision.revision}.", messages.SUCCESS)
+        if result.caveat:
+            self.message_user(request, result.caveat, messages.WARNING)
+        return HttpResponseRedirect(reverse("admin:resources_resource_change", args=[resource.pk]))
+
+    def provenance_view(self, request, pk, number):
+        from fermix_site.admin_provenance import line_sources
+
+        resource = self._resource(request, pk)
+        if resource.resource_type not in MEMORY_FILE_TYPES:
+            raise Http404("provenance is kept for USER.md and MEMORY.md")
+        revision = _revision(resource, number)
+        sources = line_sources(agent_id=resource.agent_id, resource_type=resource.resource_type,
+                               content=revision.content)
+        context = self._context(request, resource, f"Where each line of {revision_label(revision)} came from",
+                                revision=revision, sources=sources)
+        return TemplateResponse(request, "fermix/provenance.html", context)
+
+
+@admin.register(ResourceRevision)
+class ResourceRevisionAdmin(BigTableAdmin, ReadOnlyAdmin):
+    list_display = ("id", "created_at", "resource", "revision", "parent_revision", "mutation_source", "byte_size",
+                    "short_hash", "scope_id")
+    list_filter = ("resource_type", "mutation_source", "agent_id")
+    search_fields = ("=scope_id", "=content_hash")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("content")
+
+    @admin.display(description="resource")
+    def resource(self, obj):
+        return display_name(obj.resource_type)
+
+    @admin.display(description="hash")
+    def short_hash(self, obj):
+        return obj.content_hash[:12]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """A revision opens on its resource's revision page (rendered content, raw, provenance)."""
+        revision = ResourceRevision.objects.filter(pk=object_id).defer("content").first()
+        resource = revision and Resource.objects.filter(
+            agent_id=revision.agent_id, resource_type=revision.resource_type, scope_id=revision.scope_id).first()
+        if resource is None:
+            raise Http404("no such revision")
+        return HttpResponseRedirect(reverse("admin:resources_resource_revision", args=[resource.pk, revision.revision]))
+
+
+@admin.register(SoulProposal)
+class SoulProposalAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "agent_id", "mode", "status", "requested_by", "rationale_excerpt", "expires_at")
+    list_filter = ("status", "mode")
+    exclude = ("token",)  # a pending token confirms the change; it stays out of the console
+
+    @admin.display(description="rationale")
+    def rationale_excerpt(self, obj):
+        return short(obj.rationale, 80)
