@@ -1,0 +1,78 @@
+"""Web setup: the wizard's two knobs, validated, written to config.toml, in force without a restart."""
+
+import pytest
+from django.urls import reverse
+
+from fermix_site.conf import ConfigError, conf
+from fermix_site.web_setup import set_key, write_settings
+
+pytestmark = [pytest.mark.django_db]
+
+URL = reverse("fermix-settings")
+OTHER = ('# my notes\n[fermix_core.memory]\nagent_id = "main"  # keep\nreview_interval_hours = 24\n\n'
+         '[fermix_core.providers.local]\nkind = "openai"\nbase_url = "http://127.0.0.1:9"\nmodel = "m"\n'
+         'primary = true\n')
+
+
+def config_text(home):
+    return (home.home / "config.toml").read_text()
+
+
+def test_saving_writes_config_toml_and_takes_effect_at_once(console, home):
+    (home.home / "config.toml").write_text(OTHER)
+    response = console.post(URL, {"review_interval_hours": "6", "threshold": "0.7"})
+    assert response.status_code == 302
+    text = config_text(home)
+    assert "review_interval_hours = 6\n" in text and "[fermix_core.compaction]\nthreshold = 0.7\n" in text
+    assert "# my notes" in text and 'agent_id = "main"  # keep' in text and 'model = "m"' in text
+    assert conf.memory.review_interval_hours == 6 and conf.compaction.threshold == 0.7
+    html = console.get(URL).content.decode()
+    assert 'value="6"' in html and 'value="0.7"' in html
+
+
+def test_zero_turns_background_review_off(console, home):
+    console.post(URL, {"review_interval_hours": "0", "threshold": "0.85"})
+    assert conf.memory.review_interval_hours == 0
+    assert "background review off" in console.get(URL).content.decode()
+
+
+def test_invalid_values_are_refused_naming_the_key_and_nothing_is_written(console, home):
+    (home.home / "config.toml").write_text(OTHER)
+    html = console.post(URL, {"review_interval_hours": "-1", "threshold": "3"}).content.decode()
+    assert "fermix_core.memory.review_interval_hours must be from 0" in html
+    assert "fermix_core.compaction.threshold must be from 0.1 to 1.0" in html
+    assert config_text(home) == OTHER
+    html = console.post(URL, {"review_interval_hours": "soon", "threshold": "0.5"}).content.decode()
+    assert "must be a number" in html and config_text(home) == OTHER
+
+
+def test_staff_without_superuser_rights_cannot_change_settings(client, helper_staff, home):
+    client.force_login(helper_staff)
+    assert client.get(URL).status_code == 200
+    client.post(URL, {"review_interval_hours": "6", "threshold": "0.7"})
+    assert not (home.home / "config.toml").exists()
+    assert conf.memory.review_interval_hours == 24
+
+
+def test_a_broken_config_toml_is_not_overwritten(home):
+    (home.home / "config.toml").write_text("[fermix_core.memory\nbroken")
+    with pytest.raises(ConfigError):
+        write_settings({"memory.review_interval_hours": 6}, home=home.home)
+    assert config_text(home) == "[fermix_core.memory\nbroken"
+
+
+def test_a_layout_the_page_cannot_edit_is_refused_and_left_as_it_was(home):
+    text = "[fermix_core]\nmemory = { review_interval_hours = 3 }\n"
+    (home.home / "config.toml").write_text(text)
+    with pytest.raises(ConfigError, match="config.toml"):
+        write_settings({"memory.review_interval_hours": 6}, home=home.home)
+    assert config_text(home) == text
+
+
+def test_set_key_replaces_inserts_or_appends():
+    assert set_key("[fermix_core.memory]\nx = 1\nreview_interval_hours = 2\n", "memory", "review_interval_hours",
+                   5.0) == "[fermix_core.memory]\nx = 1\nreview_interval_hours = 5\n"
+    assert set_key("[fermix_core.memory]\nx = 1\n[other]\n", "memory", "review_interval_hours", 1.5) == (
+        "[fermix_core.memory]\nreview_interval_hours = 1.5\nx = 1\n[other]\n")
+    assert set_key("a = 1", "compaction", "threshold", 0.9) == "a = 1\n\n[fermix_core.compaction]\nthreshold = 0.9\n"
+    assert set_key("", "compaction", "threshold", 0.9) == "[fermix_core.compaction]\nthreshold = 0.9\n"
