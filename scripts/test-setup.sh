@@ -17,3 +17,12 @@ for _ in $(seq 1 30); do
   pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && break
   sleep 1
 done
+# The console's browser tests drive Debian's chromium through chromium-driver (needs root for apt-get).
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+  else
+    echo "test-setup: chromium and chromium-driver are missing; the browser tests will be skipped" >&2
+  fi
+fi
