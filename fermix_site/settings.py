@@ -200,8 +200,15 @@ WHITENOISE_AUTOREFRESH = DEBUG
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # 1 MiB; the API answers 413 above it
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if envbool("FERMIX_BEHIND_PROXY", False) else None
-SESSION_COOKIE_SECURE = envbool("FERMIX_HTTPS", False)
-CSRF_COOKIE_SECURE = envbool("FERMIX_HTTPS", False)
+# Served over HTTPS (directly or behind a proxy that sets X-Forwarded-Proto with FERMIX_BEHIND_PROXY):
+# secure cookies, redirect plain HTTP (except the health probe), and HSTS. `check --deploy` is clean.
+HTTPS = envbool("FERMIX_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = HTTPS
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = int(os.environ.get("FERMIX_HSTS_SECONDS", "31536000")) if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
