@@ -166,8 +166,19 @@ def _run(run: ReviewRun, key: ConversationKey, state: ReviewState, token: str, p
                     actor_id=f"run:{run.id}")
     applied = _commit(run, state, token, writer, operations, packed)
     if applied.memory_ids:
-        prompt_files_rebuild(agent_id=agent_id, trigger=f"review run {run.id}", memory_ids=applied.memory_ids,
+        _rebuild_after(run, applied.memory_ids)
+
+
+def _rebuild_after(run: ReviewRun, memory_ids: list[int]) -> None:
+    """The rows are committed; a failed file write (a full disk) must not undo them. The next rebuild
+    (after any memory change, or the hourly schedule) writes the files; the run records what happened."""
+    try:
+        prompt_files_rebuild(agent_id=run.agent_id, trigger=f"review run {run.id}", memory_ids=memory_ids,
                              extra_provenance={"review_run": run.id})
+    except OSError as exc:
+        logger.error("review run %s: prompt files not rebuilt: %s", run.id, exc)
+        run.reason = f"applied, but the prompt files were not rebuilt: {exc}"
+        ReviewRun.objects.filter(pk=run.pk).update(reason=run.reason)
 
 
 def _commit(run: ReviewRun, state: ReviewState, token: str, writer: Writer, operations, packed):

@@ -1,0 +1,128 @@
+"""Faults: a full disk, a failing or hostile model, a worker killed mid-compaction. Nothing half-written."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fermix_site.conf import conf
+from memory.compactor import compact_now
+from memory.conversations import message_append, window_read
+from memory.models import Memory, Message, ReviewRun, ReviewState
+from memory.prompt_files import prompt_files_rebuild
+from memory.reviewer import review_conversation
+from providers.models import ModelCall
+from resources.models import ResourceRevision
+from tests.conftest import ROOT, process_env
+from tests.fakeprovider import Reply, error, garbage, provider_config_toml, use_config
+from tests.memory_factories import fact
+
+pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+
+ADD = json.dumps({"operations": [{"op": "add", "category": "preference", "key": "tea", "value": "likes tea"}]})
+
+
+@pytest.fixture
+def tiny_disk(home):
+    """The agent's memory folder on a 16 KiB filesystem, nearly full."""
+    folder = conf.memory_dir("main")
+    folder.mkdir(parents=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(folder)]).returncode != 0:
+        pytest.skip("this machine does not let the tests mount a small filesystem")
+    filler = folder / "filler"
+    try:
+        with open(filler, "wb") as fh:
+            fh.write(b"x" * (15 * 1024))
+    except OSError:
+        pass
+    yield folder, filler
+    subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_full_disk_during_a_rebuild_leaves_no_partial_file_and_no_revision(tiny_disk):
+    folder, filler = tiny_disk
+    for i in range(6):
+        fact(f"k{i}", f"a fact long enough to need room on the disk, number {i} " + "y" * 120, "identity", minute=i)
+    with pytest.raises(OSError):
+        prompt_files_rebuild(agent_id="main", trigger="test")
+    assert sorted(p.name for p in folder.iterdir()) == ["filler"]  # no temp file, no half USER.md
+    assert not ResourceRevision.objects.filter(resource_type="user_md").exists()
+    filler.unlink()
+    prompt_files_rebuild(agent_id="main", trigger="test")
+    assert (folder / "USER.md").read_text().count("\n- ") == 6
+    assert ResourceRevision.objects.filter(resource_type="user_md").count() == 1
+
+
+def test_a_review_keeps_its_rows_when_the_disk_is_full_and_says_so(tiny_disk, fake_provider):
+    folder, filler = tiny_disk
+    for i in range(6):
+        fact(f"k{i}", f"a fact long enough to need room on the disk, number {i} " + "y" * 120, "identity", minute=i)
+    with use_config(provider_config_toml(fake_provider)):
+        message_append(agent_id="main", conversation="telegram:1", role="user", content="I like tea",
+                       trust="operator")
+        fake_provider.push(Reply(text=ADD))
+        result = review_conversation(agent_id="main", conversation="telegram:1", force=True)
+    assert result["status"] == "ok" and Memory.objects.filter(key="tea").exists()
+    assert "prompt files were not rebuilt" in ReviewRun.objects.get().reason
+    assert sorted(p.name for p in folder.iterdir()) == ["filler"]
+
+
+@pytest.mark.parametrize("reply, reason", [
+    (error(500, "upstream exploded"), "500"),
+    (garbage(), "ProviderError"),
+    (Reply(text="ok", size=9 * 1024 * 1024), "ProviderError"),
+    (Reply(text=ADD, delay=3), "ProviderError"),
+    (Reply(text="I am not going to follow your format."), "UnparseableOutput"),
+    (Reply(text="x" * 300_000), "UnparseableOutput"),
+], ids=["500", "garbage", "enormous", "timeout", "prose", "huge-prose"])
+def test_a_failing_model_fails_the_run_visibly_and_the_retry_completes(home, fake_provider, reply, reason):
+    with use_config(provider_config_toml(fake_provider, llm_buffered_ms=1000)):
+        message_append(agent_id="main", conversation="telegram:1", role="user", content="I like tea",
+                       trust="operator")
+        fake_provider.push(reply)
+        failed = review_conversation(agent_id="main", conversation="telegram:1", force=True)
+        assert failed["status"] == "failed" and Memory.objects.count() == 0
+        state = ReviewState.objects.get()
+        assert (state.failure_count, state.cursor_message_id, state.claimed_by) == (1, 0, "")
+        run = ReviewRun.objects.get()
+        assert run.status == "failed" and reason in run.reason
+        assert ModelCall.objects.filter(agent_tag="memory_reviewer").exists()
+        fake_provider.push(Reply(text=ADD))
+        retried = review_conversation(agent_id="main", conversation="telegram:1", force=True)
+    assert retried["status"] == "ok" and Memory.objects.get().value == "likes tea"
+    assert ReviewState.objects.get().failure_count == 0
+
+
+COMPACT = """
+import django; django.setup()
+from memory.compactor import compact_now
+compact_now(agent_id="main", conversation="telegram:1")
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_a_worker_killed_mid_compaction_leaves_the_window_whole(home, fake_provider):
+    with use_config(provider_config_toml(fake_provider)):
+        for i in range(4):
+            message_append(agent_id="main", conversation="telegram:1", role="user", content=f"message {i}")
+        fake_provider.push(Reply(text="A summary.", delay=60))
+        worker = subprocess.Popen([sys.executable, "-c", COMPACT], cwd=ROOT, start_new_session=True,
+                                  env=process_env(FERMIX_HOME=conf.home))
+        deadline = time.monotonic() + 60
+        while not fake_provider.requests and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert fake_provider.requests, "the compaction never asked the model"
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+        assert [m.content for m in window_read(agent_id="main", conversation="telegram:1")] == [
+            f"message {i}" for i in range(4)]
+        assert not Message.objects.filter(kind="checkpoint").exists()
+        assert not ResourceRevision.objects.filter(resource_type="checkpoint").exists()
+        fake_provider.push(Reply(text="A summary."))
+        assert compact_now(agent_id="main", conversation="telegram:1")["compacted"] is True
+    assert [m.kind for m in window_read(agent_id="main", conversation="telegram:1")] == ["checkpoint"]
