@@ -27,6 +27,7 @@ def kind_of(request: Request) -> str:
 
 class Script:
     def __init__(self):
+        # Each default is a Reply, or a function of the request that returns one.
         self.defaults = {"turn": Reply(text="ok"), "reviewer": Reply(text="Nothing to save."),
                          "compactor": Reply(text="The user and the assistant talked about the weather."),
                          "job": Reply(text="Nothing new today.")}
@@ -46,4 +47,7 @@ class Script:
         kind = kind_of(request)
         with self._lock:
             self.calls.append((kind, request))
-            return self.queues[kind].pop(0) if self.queues[kind] else self.defaults[kind]
+            if self.queues[kind]:
+                return self.queues[kind].pop(0)
+        default = self.defaults[kind]
+        return default(request) if callable(default) else default
