@@ -35,6 +35,9 @@ test-sqlite: $(VENV)/.dev-installed
 test-postgres: $(VENV)/.dev-installed
 	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "storage"
 
+soak: $(VENV)/.dev-installed
+	$(PY) -m bench.load --seconds $${SOAK_SECONDS:-600}
+
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
 
