@@ -1,8 +1,10 @@
 """SQLite FTS5 mirrors of `messages` and `memories`, and the guard that keeps their triggers alive.
 
 The mirrors are external-content tables: they index the base table's rows by rowid and hold no copy
-of the text. Three triggers per table keep them exact. The delete and update triggers must hand FTS5
-the OLD column values, or the index keeps tokens of text that no longer exists.
+of the text. Besides the text they index the scope columns (agent, owner, conversation), so a search
+scoped to one conversation is an intersection inside the index (see `memory.search.sqlite`). Three
+triggers per table keep them exact. The delete and update triggers must hand FTS5 the OLD column
+values, or the index keeps tokens of text that no longer exists.
 
 Django rebuilds a SQLite table (create new, copy, drop old, rename) on many schema changes, and the
 drop takes the triggers with it. `missing_triggers` feeds system check memory.E001; `repair`
@@ -19,9 +21,23 @@ TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 @dataclass(frozen=True)
 class Mirror:
+    """An FTS5 table over `table`: its text columns, then the scope columns it also indexes.
+
+    The scope columns (agent, owner, conversation) are indexed as tokens so a search can restrict
+    itself to one conversation or owner inside the index (`chat_id : "123" AND content : "word"`),
+    where FTS5 intersects posting lists, instead of joining every match of a common word to the
+    base table. They are real columns of the base table, so `rebuild` and the integrity check
+    still read everything from it.
+    """
+
     name: str
     table: str
-    columns: tuple[str, ...]
+    text_columns: tuple[str, ...]
+    scope_columns: tuple[str, ...] = ()
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.text_columns + self.scope_columns
 
     def _values(self, prefix: str) -> str:
         return ", ".join(f"{prefix}.{c}" for c in self.columns)
@@ -53,9 +69,10 @@ class Mirror:
 
 
 MIRRORS = (
-    Mirror("messages_fts", "messages", ("content",)),
-    Mirror("memories_fts", "memories", ("key", "value")),
+    Mirror("messages_fts", "messages", ("content",), ("agent_id", "owner_id", "channel", "chat_id", "thread_scope")),
+    Mirror("memories_fts", "memories", ("key", "value"), ("agent_id", "owner_id")),
 )
+MIRROR = {m.table: m for m in MIRRORS}
 
 
 def create_all(cursor) -> None:

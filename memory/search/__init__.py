@@ -1,24 +1,41 @@
-"""Full-text search over messages and memories, one interface for every database.
+"""Full-text search over messages and memories: one interface, the database's own index underneath.
 
-SQLite uses the FTS5 mirrors (`memory.fts`), ranked by bm25. Any user text is a valid query: it is
-reduced to quoted tokens first, so FTS5 syntax characters are plain text.
+`search_messages` and `search_memories` take any user text (a question, keywords, a quoted phrase),
+`filters` (column → value, or a list of values, or `<column>__isnull` → bool) and a limit, and return
+model rows best first, each with `search_score` and a `snippet` (the best window of the text, matched
+words in «…»). Any text is a valid query; text without words returns nothing.
+
+SQLite answers from the FTS5 mirrors (`memory.search.sqlite`), PostgreSQL from generated `tsvector`
+columns with GIN indexes (`memory.search.postgres`); both collect a bounded candidate set with the same
+plan (`memory.search.plan`) so recall stays fast on large tables, then rank it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Model, Q
 
-from memory import fts
 from memory.models import Memory, Message
+from memory.search.rank import Scored
+from memory.search.text import Query, analyse
 
 MAX_LIMIT = 100
 
 
-def _tokens(query: str) -> list[str]:
-    return [t for t in query.split() if any(ch.isalnum() for ch in t)]
+@dataclass(frozen=True)
+class Corpus:
+    """A searchable table: its text columns (scored and shown joined by ': ') and its time column."""
+
+    model: type[Model]
+    table: str
+    text_columns: tuple[str, ...]
+    time_column: str
+
+
+MESSAGES = Corpus(Message, "messages", ("content",), "created_at")
+MEMORIES = Corpus(Memory, "memories", ("key", "value"), "updated_at")
 
 
 def _where(alias: str, filters: dict) -> tuple[str, list]:
@@ -29,6 +46,9 @@ def _where(alias: str, filters: dict) -> tuple[str, list]:
         if column.endswith("__isnull"):
             clauses.append(f"{alias}.{column[:-8]} IS {'' if value else 'NOT '}NULL")
         elif isinstance(value, list | tuple | set):
+            if not value:
+                clauses.append("1=0")
+                continue
             clauses.append(f"{alias}.{column} IN ({', '.join(['%s'] * len(value))})")
             params.extend(value)
         else:
@@ -37,52 +57,55 @@ def _where(alias: str, filters: dict) -> tuple[str, list]:
     return " AND ".join(clauses) or "1=1", params
 
 
-def _sqlite_ids(mirror: str, table: str, query: str, filters: dict, limit: int) -> list[int]:
-    match = fts.quote_query(query)
-    if not match:
-        return []
-    where, params = _where("t", filters)
-    sql = (f"SELECT t.id FROM {mirror} JOIN {table} t ON t.id = {mirror}.rowid "
-           f"WHERE {mirror} MATCH %s AND {where} ORDER BY bm25({mirror}), t.id DESC LIMIT %s")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [match, *params, limit])
-        return [row[0] for row in cursor.fetchall()]
-
-
-def _fallback_q(fields: Sequence[str], query: str) -> Q:
-    q = Q()
-    for token in _tokens(query):
-        for name in fields:
-            q |= Q(**{f"{name}__icontains": token})
-    return q
-
-
 def _orm(filters: dict) -> dict:
     return {(f"{k}__in" if isinstance(v, list | tuple | set) else k): v for k, v in filters.items() if v is not None}
 
 
-def _ordered(model, ids: list[int]):
-    rows = {row.pk: row for row in model.objects.filter(pk__in=ids)}
-    return [rows[i] for i in ids if i in rows]
+def _check_filters(corpus: Corpus, filters: dict) -> None:
+    names = {f.column for f in corpus.model._meta.concrete_fields}
+    for column in filters:
+        if column.removesuffix("__isnull") not in names:
+            raise ValueError(f"cannot filter {corpus.table} on {column!r}")
+
+
+def _fallback(corpus: Corpus, query: Query, filters: dict, limit: int) -> list[Scored]:
+    """Any other database: substring match of the content words, newest first."""
+    q = Q()
+    for term in query.terms:
+        for name in corpus.text_columns:
+            q |= Q(**{f"{name}__icontains": term.word})
+    rows = corpus.model.objects.filter(**_orm(filters)).filter(q).order_by("-pk")[:limit]
+    return [Scored(row.pk, 0.0, "") for row in rows]
+
+
+def _search(corpus: Corpus, query, filters: dict, limit: int) -> list:
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    _check_filters(corpus, filters)
+    parsed = analyse(query if isinstance(query, str) else str(query or ""))
+    if not parsed:
+        return []
+    if connection.vendor == "sqlite":
+        from memory.search import sqlite as backend
+    elif connection.vendor == "postgresql":
+        from memory.search import postgres as backend
+    else:
+        backend = None
+    hits = backend.search(corpus, parsed, filters, limit) if backend else _fallback(corpus, parsed, filters, limit)
+    rows = corpus.model.objects.in_bulk([h.id for h in hits])
+    found = []
+    for hit in hits:
+        row = rows.get(hit.id)
+        if row is not None:
+            row.search_score, row.snippet = hit.score, hit.snippet
+            found.append(row)
+    return found
 
 
 def search_memories(*, query: str, filters: dict, limit: int = 20) -> list[Memory]:
-    """Memory rows matching any content word of `query`, best first; `filters` are column = value."""
-    limit = max(1, min(limit, MAX_LIMIT))
-    if not _tokens(query):
-        return []
-    if connection.vendor == "sqlite":
-        return _ordered(Memory, _sqlite_ids("memories_fts", "memories", query, filters, limit))
-    rows = Memory.objects.filter(**_orm(filters)).filter(_fallback_q(("key", "value"), query))
-    return list(rows.order_by("-updated_at", "-id")[:limit])
+    """Memory rows for `query` (a question or words), best first; `filters` are column = value(s)."""
+    return _search(MEMORIES, query, filters, limit)
 
 
 def search_messages(*, query: str, filters: dict, limit: int = 20) -> list[Message]:
-    """Messages matching any content word of `query`, best first; `filters` are column = value."""
-    limit = max(1, min(limit, MAX_LIMIT))
-    if not _tokens(query):
-        return []
-    if connection.vendor == "sqlite":
-        return _ordered(Message, _sqlite_ids("messages_fts", "messages", query, filters, limit))
-    rows = Message.objects.filter(**_orm(filters)).filter(_fallback_q(("content",), query))
-    return list(rows.order_by("-id")[:limit])
+    """Messages for `query` (a question or words), best first; `filters` are column = value(s)."""
+    return _search(MESSAGES, query, filters, limit)

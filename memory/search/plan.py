@@ -1,0 +1,118 @@
+"""How a query is answered within a fixed budget, on any database: document frequencies and passes.
+
+A plain `ORDER BY bm25 LIMIT 20` ranks every match, and a question with a common word matches a good
+part of a million messages. Instead each backend runs a few bounded index queries ("passes"), newest
+matches first, chosen from the query's rarest terms:
+
+1. each quoted phrase;
+2. all content terms together (the 4 rarest), then every pair of the 3 rarest;
+3. each term alone, rarest first, until the candidate budget is spent. A very common term is skipped
+   when the query has a rarer one: it would only bring messages that share one weak word.
+
+The candidates are then ranked exactly (`memory.search.rank` on SQLite, `ts_rank_cd` on PostgreSQL).
+Document frequencies come from the same kind of bounded probe (the newest DF_PROBE matches of the term:
+their count when there are fewer, else an estimate from how far back they reach) and are cached per
+process while the table grows by less than 1 %.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+
+from memory.search.text import Query, Term
+
+DF_PROBE = 1000
+PHRASE_LIMIT = 200
+ALL_TERMS_LIMIT = 100
+PAIR_LIMIT = 60
+TERM_LIMIT = 120
+CANDIDATE_BUDGET = 400
+VERY_COMMON = 0.05  # a term in more than 5 % of the rows
+CACHE_FROM_ROWS = 20_000  # below this a probe is cheaper than being wrong about a changed table
+CACHE_SECONDS = 600
+CACHE_GROWTH = 0.01
+
+
+@dataclass(frozen=True)
+class Pass:
+    words: tuple[tuple[str, ...], ...]  # each item a word or phrase; the pass needs all of them
+    limit: int
+
+
+def estimate_df(newest_ids: list[int], probe: int, max_id: int) -> float:
+    """Document frequency from the newest `probe` matching ids (descending) of a table with ids ≤ max_id."""
+    if len(newest_ids) < probe:
+        return float(len(newest_ids))
+    reach = max(max_id - newest_ids[-1] + 1, 1)
+    return probe * max_id / reach
+
+
+def passes(query: Query, df: dict[str, float], total: float) -> list[Pass]:
+    """The bounded index queries for `query`, in the order they should fill the candidate budget."""
+    terms = sorted((t for t in query.terms if df.get(t.stem, 0) > 0), key=lambda t: df[t.stem])
+    if query.require_all:
+        return [Pass(tuple((t.word,) for t in query.terms), TERM_LIMIT)] if len(terms) == len(query.terms) else []
+    plan = [Pass((phrase,), PHRASE_LIMIT) for phrase in query.phrases]
+    if len(terms) > 1:
+        plan.append(Pass(tuple((t.word,) for t in terms[:4]), ALL_TERMS_LIMIT))
+    if len(terms) > 2:
+        plan += [Pass(((a.word,), (b.word,)), PAIR_LIMIT) for a, b in itertools.combinations(terms[:3], 2)]
+    plan += [Pass(((t.word,),), TERM_LIMIT) for t in _singles(terms, df, total)]
+    return plan
+
+
+def _singles(terms: list[Term], df: dict[str, float], total: float) -> list[Term]:
+    # A term with at most TERM_LIMIT matches is fetched whole by its pass, however small the table.
+    rare = [t for t in terms if df[t.stem] <= max(VERY_COMMON * total, TERM_LIMIT)]
+    return rare or terms[:1]
+
+
+class DocumentFrequencies:
+    """Per-process cache of document frequencies by (table, stem), valid while the table barely grew."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, str, str], tuple[float, int, float]] = {}
+
+    def get(self, key: tuple[str, str, str], max_id: int) -> float | None:
+        if max_id < CACHE_FROM_ROWS:
+            return None
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        value, at_max_id, expires = entry
+        if time.monotonic() > expires or max_id > at_max_id * (1 + CACHE_GROWTH) or max_id < at_max_id:
+            return None
+        return value
+
+    def put(self, key: tuple[str, str, str], max_id: int, value: float) -> None:
+        if max_id < CACHE_FROM_ROWS:
+            return
+        with self._lock:
+            if len(self._entries) > 100_000:
+                self._entries.clear()
+            self._entries[key] = (value, max_id, time.monotonic() + CACHE_SECONDS)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+document_frequencies = DocumentFrequencies()
+
+
+def collect(plan: list[Pass], run, budget: int = CANDIDATE_BUDGET) -> tuple[list[int], bool]:
+    """Run passes in order until `budget` candidate ids are collected: (ids, whether any pass was cut)."""
+    seen: dict[int, None] = {}
+    cut = False
+    for step in plan:
+        ids = run(step)
+        cut = cut or len(ids) >= step.limit
+        for i in ids:
+            seen.setdefault(i, None)
+        if len(seen) >= budget:
+            return list(seen), True
+    return list(seen), cut

@@ -1,0 +1,134 @@
+"""PostgreSQL: generated `tsvector` columns with GIN indexes, ranked with `ts_rank_cd`, `ts_headline` snippets.
+
+`messages.search_vector` and `memories.search_vector` are GENERATED ALWAYS … STORED (migration 0004),
+so the database keeps them current on every write. A search runs the same bounded passes as on SQLite
+(`memory.search.plan`), each an index query `search_vector @@ tsquery … ORDER BY id DESC LIMIT n`, and
+ranks the candidates in one statement:
+
+    relevance = Σ_t w_t · idf(t) · [vector @@ t] + Σ_phrases idf · [vector @@ phrase]
+    score     = relevance · (1 + ts_rank_cd(vector, any term, 1|32)) · recency
+
+The idf-weighted coverage is what a question needs (ts_rank_cd alone knows no corpus statistics and
+would rank a message repeating "start" above the one naming "pottery"); ts_rank_cd adds density and
+length normalisation from PostgreSQL's own ranking. Every word is a bound parameter of
+`plainto_tsquery`/`phraseto_tsquery`, so no user text is ever tsquery syntax.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.utils import timezone
+
+from memory.search import plan, rank
+from memory.search.text import Query
+
+CONFIG = "english"
+HEADLINE = ('StartSel=«, StopSel=», MaxWords=30, MinWords=12, ShortWord=2, MaxFragments=2, '
+            'FragmentDelimiter=" … "')
+EXHAUSTIVE_LIMIT = 500
+
+
+def _tsquery(item: tuple[str, ...]) -> tuple[str, list]:
+    return f"phraseto_tsquery('{CONFIG}', %s)", [" ".join(item)]
+
+
+def _all(items) -> tuple[str, list]:
+    sql, params = [], []
+    for item in items:
+        s, p = _tsquery(item)
+        sql.append(s)
+        params += p
+    return "(" + " && ".join(sql) + ")", params
+
+
+def _any(query: Query) -> tuple[str, list]:
+    items = [(t.word,) for t in query.terms] + list(query.phrases)
+    sql = " || ".join(_tsquery(i)[0] for i in items)
+    return f"({sql})", [" ".join(i) for i in items]
+
+
+def _ids(cursor, corpus, tsquery: str, params: list, filters: dict, limit: int) -> list[int]:
+    from memory.search import _where
+
+    where, where_params = _where("t", filters)
+    cursor.execute(f"SELECT t.id FROM {corpus.table} t WHERE t.search_vector @@ {tsquery} AND {where} "
+                   f"ORDER BY t.id DESC LIMIT %s", [*params, *where_params, limit])
+    return [row[0] for row in cursor.fetchall()]
+
+
+def _document_frequencies(cursor, corpus, query: Query, max_id: int) -> dict[str, float]:
+    out = {}
+    for term in query.terms:
+        key = (connection.alias, corpus.table, term.stem)
+        df = plan.document_frequencies.get(key, max_id)
+        if df is None:
+            sql, params = _tsquery((term.word,))
+            newest = _ids(cursor, corpus, sql, params, {}, plan.DF_PROBE)
+            df = plan.estimate_df(newest, plan.DF_PROBE, max_id)
+            plan.document_frequencies.put(key, max_id, df)
+        out[term.stem] = df
+    return out
+
+
+def _ranked(cursor, corpus, query: Query, ids: list[int], filters: dict, idfs: dict, limit: int):
+    from memory.search import _where
+
+    parts, params = [], []
+    for term in query.terms:
+        sql, p = _tsquery((term.word,))
+        parts.append(f"%s * (t.search_vector @@ {sql})::int")
+        params += [term.weight * idfs.get(term.stem, 1.0), *p]
+    for phrase in query.phrases:
+        sql, p = _tsquery(phrase)
+        parts.append(f"%s * (t.search_vector @@ {sql})::int")
+        params += [sum(idfs.get(s, 1.0) for s in phrase), *p]
+    any_sql, any_params = _any(query)
+    where, where_params = _where("t", filters)
+    text = " || ': ' || ".join(f"t.{c}" for c in corpus.text_columns)
+    age_days = f"extract(epoch from (%s - t.{corpus.time_column})) / 86400.0"
+    cursor.execute(
+        f"WITH ranked AS (SELECT t.id, {text} AS body, "
+        f"greatest({' + '.join(parts) or '0'}, {rank.FLOOR}) "
+        f"* (1 + ts_rank_cd(t.search_vector, {any_sql}, 1|32)) "
+        f"* (1 + {rank.RECENCY_WEIGHT} * power(0.5, greatest({age_days}, 0) / {rank.RECENCY_HALF_LIFE_DAYS})) "
+        f"AS score FROM {corpus.table} t WHERE t.id = ANY(%s) AND {where} ORDER BY score DESC, t.id DESC LIMIT %s) "
+        f"SELECT id, score, ts_headline('{CONFIG}', body, {any_sql}, %s) FROM ranked ORDER BY score DESC, id DESC",
+        [*params, *any_params, timezone.now(), ids, *where_params, limit, *any_params, HEADLINE],
+    )
+    return [rank.Scored(i, float(score), snippet) for i, score, snippet in cursor.fetchall()]
+
+
+def _every_word(cursor, corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]:
+    """Stop words only: the `english` vectors do not hold them, so match words in the text, newest first."""
+    from memory.search import _where
+
+    where, params = _where("t", filters)
+    text = " || ': ' || ".join(f"t.{c}" for c in corpus.text_columns)
+    words = " AND ".join(f"{text} ~* %s" for _ in query.terms)
+    cursor.execute(f"SELECT t.id, {text}, t.{corpus.time_column} FROM {corpus.table} t WHERE {words} AND {where} "
+                   f"ORDER BY t.id DESC LIMIT %s", [*(rf"\m{t.word}\M" for t in query.terms), *params, plan.TERM_LIMIT])
+    return rank.rank(query, cursor.fetchall(), idfs={}, now=timezone.now(), limit=limit)
+
+
+def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]:
+    with connection.cursor() as cursor:
+        if query.require_all:
+            return _every_word(cursor, corpus, query, filters, limit)
+        cursor.execute(f"SELECT max(id) FROM {corpus.table}")
+        max_id = cursor.fetchone()[0] or 0
+        if not max_id:
+            return []
+        df = _document_frequencies(cursor, corpus, query, max_id)
+
+        def run(step: plan.Pass) -> list[int]:
+            sql, params = _all(step.words)
+            return _ids(cursor, corpus, sql, params, filters, step.limit)
+
+        ids, cut = plan.collect(plan.passes(query, df, max_id), run)
+        if cut and len(ids) < limit:
+            sql, params = _any(query)
+            ids += [i for i in _ids(cursor, corpus, sql, params, filters, EXHAUSTIVE_LIMIT) if i not in set(ids)]
+        if not ids:
+            return []
+        idfs = {stem: rank.idf(value, max_id) for stem, value in df.items()}
+        return _ranked(cursor, corpus, query, ids, filters, idfs, limit)

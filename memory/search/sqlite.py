@@ -1,0 +1,130 @@
+"""SQLite: bounded FTS5 passes over the mirrors, then BM25-style ranking of the candidates in Python.
+
+FTS5's own `bm25()` is not used on the hot path: it counts every match of every phrase to compute its
+statistics, which for a common word is most of the table. The mirrors also index the scope columns,
+so `chat_id : "42" AND content : "pottery"` is answered by intersecting posting lists (FTS5 seeks
+through the longer list) instead of joining each match to `messages`; the exact filters are applied
+afterwards in SQL, on the candidates only.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+from memory import fts
+from memory.search import plan, rank
+from memory.search.text import Query, fts_string, words
+
+EXHAUSTIVE_LIMIT = 500
+
+
+def _max_id(cursor, table: str) -> int:
+    cursor.execute(f"SELECT max(id) FROM {table}")
+    return cursor.fetchone()[0] or 0
+
+
+def _colset(columns) -> str:
+    return "{" + " ".join(columns) + "}"
+
+
+def _scope(mirror: fts.Mirror, filters: dict) -> list[str]:
+    """Column filters for the scope columns the mirror indexes (a superset: SQL checks exactly later)."""
+    parts = []
+    for column in mirror.scope_columns:
+        value = filters.get(column)
+        if isinstance(value, list | tuple) and len(value) == 1:
+            value = value[0]
+        if value is None or isinstance(value, list | tuple | set):
+            continue
+        tokens = words(str(value))
+        if tokens:
+            parts.append(f"{column} : {fts_string(tokens)}")
+    return parts
+
+
+def _ids(cursor, mirror: fts.Mirror, match: str, limit: int) -> list[int]:
+    try:
+        cursor.execute(f"SELECT rowid FROM {mirror.name} WHERE {mirror.name} MATCH %s ORDER BY rowid DESC LIMIT %s",
+                       [match, limit])
+    except DatabaseError:  # a token FTS5 still refuses: that pass finds nothing, the others still run
+        return []
+    return [row[0] for row in cursor.fetchall()]
+
+
+def _document_frequencies(cursor, mirror, query: Query, max_id: int) -> dict[str, float]:
+    text = _colset(mirror.text_columns)
+    out = {}
+    for term in query.terms:
+        key = (connection.alias, mirror.name, term.stem)
+        df = plan.document_frequencies.get(key, max_id)
+        if df is None:
+            newest = _ids(cursor, mirror, f"{text} : {fts_string(term.word)}", plan.DF_PROBE)
+            df = plan.estimate_df(newest, plan.DF_PROBE, max_id)
+            plan.document_frequencies.put(key, max_id, df)
+        out[term.stem] = df
+    return out
+
+
+def _when(value) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        when = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)  # stored as naive UTC
+
+
+def _rows(cursor, corpus, ids: list[int], filters: dict) -> list[tuple[int, str, datetime | None]]:
+    if not ids:
+        return []
+    from memory.search import _where
+
+    where, params = _where("t", filters)
+    text = " || ': ' || ".join(f"t.{c}" for c in corpus.text_columns)
+    cursor.execute(f"SELECT t.id, {text}, t.{corpus.time_column} FROM {corpus.table} t "
+                   f"WHERE t.id IN ({', '.join(['%s'] * len(ids))}) AND {where}", [*ids, *params])
+    return [(i, content or "", _when(when)) for i, content, when in cursor.fetchall()]
+
+
+def _exhaustive(cursor, corpus, mirror, query: Query, filters: dict) -> list[int]:
+    """Newest matches of any word that pass the filters: for filters the index cannot apply itself."""
+    from memory.search import _where
+
+    items = [fts_string(t.word) for t in query.terms] + [fts_string(p) for p in query.phrases]
+    match = f"{_colset(mirror.text_columns)} : ({' OR '.join(items)})"
+    where, params = _where("t", filters)
+    try:
+        cursor.execute(f"SELECT t.id FROM {mirror.name} JOIN {corpus.table} t ON t.id = {mirror.name}.rowid "
+                       f"WHERE {mirror.name} MATCH %s AND {where} ORDER BY t.id DESC LIMIT %s",
+                       [match, *params, EXHAUSTIVE_LIMIT])
+    except DatabaseError:
+        return []
+    return [row[0] for row in cursor.fetchall()]
+
+
+def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]:
+    mirror = fts.MIRROR[corpus.table]
+    text = _colset(mirror.text_columns)
+    scope = _scope(mirror, filters)
+    with connection.cursor() as cursor:
+        max_id = _max_id(cursor, corpus.table)
+        if not max_id:
+            return []
+        df = _document_frequencies(cursor, mirror, query, max_id)
+
+        def run(step: plan.Pass) -> list[int]:
+            match = " AND ".join(scope + [f"{text} : {fts_string(item)}" for item in step.words])
+            return _ids(cursor, mirror, match, step.limit)
+
+        ids, cut = plan.collect(plan.passes(query, df, max_id), run)
+        docs = _rows(cursor, corpus, ids, filters)
+        if cut and len(docs) < limit:
+            seen = {d[0] for d in docs}
+            extra = [i for i in _exhaustive(cursor, corpus, mirror, query, filters) if i not in seen]
+            docs += _rows(cursor, corpus, extra, filters)
+    idfs = {stem: rank.idf(value, max_id) for stem, value in df.items()}
+    return rank.rank(query, docs, idfs=idfs, now=timezone.now(), limit=limit)
