@@ -348,11 +348,9 @@ class MemoryAdmin(BigTableAdmin):
             "<th>after</th><th>reason</th></tr></thead><tbody>{}</tbody></table>", rows)
 
     def changelist_view(self, request, extra_context=None):
+        # The page renders after this returns (TemplateResponse): the cache lives until the next page.
         _page.renders = {}
-        try:
-            return super().changelist_view(request, extra_context)
-        finally:
-            _page.renders = None
+        return super().changelist_view(request, extra_context)
 
     # --- archive and restore: the services, then the prompt files -----------------------------------
 
