@@ -28,6 +28,13 @@ def test_it_lists_messages_newest_first_with_their_conversation(console, home):
     assert "discord:7:thread-1" in html and "telegram:42:root" in html
 
 
+def test_search_finds_messages_by_their_words(console, home):
+    wanted = say("She runs along the river every morning")
+    say("The weather is grey today")
+    assert listed(console.get(URL, {"q": "river"})) == {wanted.id}
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="word forms come from SQLite's FTS5 porter stemmer")
 def test_search_matches_word_forms_through_the_full_text_index(console, home):
     runs = say("She runs along the river every morning")
     other = say("The weather is grey today")
@@ -38,7 +45,7 @@ def test_search_matches_word_forms_through_the_full_text_index(console, home):
 
 def test_search_treats_query_syntax_as_plain_text(console, home):
     note = say("I write C++ and node.js")
-    assert listed(console.get(URL, {"q": 'C++ "node.js" ('})) == {note.id}
+    assert listed(console.get(URL, {"q": 'write ( "* NEAR'})) == {note.id}
     assert console.get(URL, {"q": '" AND ( NEAR'}).status_code == 200
 
 
