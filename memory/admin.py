@@ -254,8 +254,8 @@ def actor_html(event: MemoryEvent) -> str:
 
 @admin.register(Memory)
 class MemoryAdmin(BigTableAdmin):
-    list_display = ("id", "key", "value_excerpt", "category", "scope_type", "owner_id", "agent_id", "state",
-                    "rendered", "updated_at")
+    list_display = ("id", "key", "value_excerpt", "category", "scope_type", "owner_id", "state", "rendered",
+                    "updated_at")
     list_display_links = ("id", "key")
     list_filter = (MemoryAgentFilter, OwnerFilter, CategoryFilter, ScopeTypeFilter, ArchivedFilter)
     search_fields = ("value",)
