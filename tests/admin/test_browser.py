@@ -204,6 +204,28 @@ SCREENSHOTS = [
 ]
 
 
+def _history_for_the_dashboard():
+    """A month of review outcomes and revisions, so the dashboard has something to draw."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from memory.models import ReviewRun
+
+    now = timezone.now()
+    statuses = ("ok", "ok", "nothing_to_save", "ok", "failed", "nothing_to_save", "ok")
+    for day in range(1, 29):
+        for n in range(day % 4 + 1):
+            status = statuses[(day + n) % len(statuses)]
+            ReviewRun.objects.create(agent_id="main", conversation_key="telegram:42:root", owner_id="default",
+                                     trigger="background", status=status, started_at=now - timedelta(days=day),
+                                     finished_at=now - timedelta(days=day))
+    revisions = list(ResourceRevision.objects.order_by("id"))
+    for i, revision in enumerate(revisions):
+        ResourceRevision.objects.filter(pk=revision.pk).update(
+            created_at=now - timedelta(days=(len(revisions) - i) * 3))
+
+
 def test_screenshots(operator, world):
     folder = os.environ.get("FERMIX_SCREENSHOTS")
     if not folder:
@@ -222,6 +244,7 @@ def test_screenshots(operator, world):
                        ("realtime:kitchen", 20_000)):
         say("hello", conversation=chat)
         record_peak(agent_id="main", conversation=chat, peak_prompt_tokens=peak, context_window=128_000)
+    _history_for_the_dashboard()
     Path(folder).mkdir(parents=True, exist_ok=True)
     operator.driver.set_window_size(1366, 1000)
     for name, url in SCREENSHOTS:
