@@ -88,7 +88,7 @@ def test_a_wrong_method_is_a_json_405(home, bot):
     assert set(response["Allow"].replace(" ", "").split(",")) == {"GET", "POST"}
 
 
-@pytest.mark.parametrize("agent", ["..", "a%20b", "x" * 65, "%00"])
+@pytest.mark.parametrize("agent", ["..", "a%20b", "x" * 65, "%01"])
 def test_an_invalid_agent_id_in_the_path_is_a_400(home, bot, agent):
     assert error_of(bot.get(f"/agents/{agent}/memories")) == (400, "invalid_agent")
 
@@ -96,6 +96,20 @@ def test_an_invalid_agent_id_in_the_path_is_a_400(home, bot, agent):
 @pytest.mark.parametrize("conv", ["a:b:c:d", "nochannel", "te%20st:1", "x:%0a"])
 def test_an_invalid_conversation_key_is_a_400(home, bot, conv):
     assert error_of(bot.get(f"/agents/main/conversations/{conv}/messages")) == (400, "invalid_conversation")
+
+
+@pytest.mark.parametrize("url", ["/agents/main%00/memories", "/agents/main/memories?q=a%00b",
+                                 "/agents/main/conversations/telegram:1%00/messages"])
+def test_a_nul_anywhere_in_the_url_is_a_400(home, bot, url):
+    assert error_of(bot.get(url)) == (400, "invalid_text")
+
+
+@pytest.mark.parametrize("field", ["content", "sender"])
+def test_a_nul_in_any_json_text_is_a_400(home, bot, field):
+    body = {"role": "user", "content": "hi", field: "a\u0000b"}
+    assert error_of(send(bot, json.dumps(body).encode())) == (400, "invalid_text")
+    body = {"role": "user", "content": "hi", "metadata": {"k\u0000": 1}}
+    assert error_of(send(bot, json.dumps(body).encode())) == (400, "invalid_text")
 
 
 def test_csrf_does_not_apply_to_bearer_key_calls(home, keys):
@@ -120,7 +134,7 @@ HOSTILE_BODIES = [
     b'{"mode": "revert", "revision": 2147483648}', b'{"schedule_type": "cron", "cron": "* * *"}',
     b'{"device_id": "../../etc", "role": "user", "text": "x"}', b'{"metadata": {"a": "\\u0000"}}',
 ]
-HOSTILE_IDS = ["0", "-1", "99999999999999999999999999", "1e3", "%00", "null"]
+HOSTILE_IDS = ["0", "-1", "99999999999999999999999999", "1e3", "%00", "%01", "null", "a%0Ab"]
 
 
 @pytest.mark.parametrize("method, path, body, rule", ENDPOINTS, ids=[f"{m} {p}" for m, p, _, _ in ENDPOINTS])

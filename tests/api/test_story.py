@@ -126,7 +126,8 @@ def test_a_whole_bot_conversation(server):
         r for r in bot.ok("get", "/agents/main/review-runs")["runs"] if r["trigger"] == "background"
         and r["finished_at"]])
     assert (background[0]["status"], background[0]["ops_added"]) == ("ok", 1)
-    assert "## Preferences\n- prefers short answers\n" in user_md.read_text()
+    # The run is recorded first, then the prompt files are rebuilt from its rows.
+    wait_for("USER.md rebuilt", lambda: "## Preferences\n- prefers short answers\n" in user_md.read_text())
 
     # A turn the bot ran with its own model, then its commit; then a review now writes USER.md again.
     bot.ok("post", CONV + "/messages", {"role": "user", "content": "I am vegetarian. My itinerary: "
