@@ -1,11 +1,11 @@
 """SOUL.md curation: the owner asks for a change, sees the diff, then applies or denies it by token.
 
 `revert N` restores revision N, `reset` restores the shipped template; both are recorded as
-`rollback`. `review` and `suggest` carry a model-written draft (drafting with a provider arrives with
-the provider integration) and are recorded as `soul_curation`. A curation draft was written against
-the SOUL.md it was shown, so it applies only while SOUL.md still has that hash (stale base otherwise);
-a revert or reset names its content outright and applies over whatever is there. Every applied change
-bumps the prompt generation, so every process drops its cached composed prompt.
+`rollback`. `review` and `suggest` carry a model-written draft (see `resources.soul_drafts`) and are
+recorded as `soul_curation`. A curation draft was written against the SOUL.md it was shown, so it
+applies only while SOUL.md still has that hash (stale base otherwise); a revert or reset names its
+content outright and applies over whatever is there. Every applied change bumps the prompt
+generation, so every process drops its cached composed prompt.
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ CURATION_MODES = (Mode.REVIEW, Mode.SUGGEST)
 SOUL = ResourceType.SOUL_MD
 
 
-def _require_owner(trust: str) -> None:
+def require_owner(trust: str) -> None:
     if trust != OWNER_TRUST:
         raise Forbidden("only the owner (operator trust) can change SOUL.md")
 
 
-def _soul_on_disk(agent_id: str) -> tuple[str, str]:
+def soul_on_disk(agent_id: str) -> tuple[str, str]:
     """(content, sha256 of the bytes); ("", "") when SOUL.md does not exist."""
     data = files.read_bytes(files.resource_file_path(agent_id=agent_id, resource_type=SOUL))
     return ("", "") if data is None else (files.decode(data), files.bytes_hash(data))
@@ -66,9 +66,6 @@ def _proposed(agent_id: str, mode: str, revision: int | None, draft: str | None)
     if mode == Mode.RESET:
         return bootstrap_template(SOUL), "SOUL.md (shipped template)"
     if mode in CURATION_MODES:
-        if draft is None:
-            raise UnsupportedMode(f"{mode} needs a drafted SOUL.md; drafting with a model is not available yet "
-                                  "(use revert N or reset)")
         return check_content(draft), f"SOUL.md ({mode} draft)"
     raise UnsupportedMode(f"unknown mode {mode!r}; use one of: {', '.join(Mode.values)}")
 
@@ -84,13 +81,25 @@ def soul_propose(
     instruction: str = "",
     requested_by: str = "",
     metadata: dict | None = None,
+    drafted_from: str | None = None,
     now: datetime | None = None,
 ) -> SoulProposal:
-    """Create a pending proposal with its token, its diff against SOUL.md on disk and its expiry."""
-    _require_owner(trust)
+    """Create a pending proposal with its token, its diff against SOUL.md on disk and its expiry.
+
+    `review` or `suggest` without a `draft` asks the model for one first (`soul_draft`), which comes back
+    here with the draft and `drafted_from`, the hash of the SOUL.md the model was shown.
+    """
+    if mode in CURATION_MODES and draft is None:
+        from resources.soul_drafts import soul_draft  # it builds on this module
+
+        return soul_draft(agent_id=agent_id, mode=mode, trust=trust, instruction=instruction,
+                          requested_by=requested_by)
+    require_owner(trust)
     check_agent(agent_id)
     content, label = _proposed(agent_id, mode, revision, draft)
-    base, base_hash = _soul_on_disk(agent_id)
+    base, base_hash = soul_on_disk(agent_id)
+    if drafted_from is not None and drafted_from != base_hash:
+        raise StaleBase("SOUL.md changed while the draft was being written; ask for a new proposal")
     if base_hash and base_hash == content_hash(content):
         raise NoChange("SOUL.md already has this content; nothing to propose")
     resource = Resource.objects.filter(agent_id=agent_id, resource_type=SOUL).first()
@@ -156,7 +165,7 @@ def _provenance(proposal: SoulProposal) -> dict:
 
 def soul_apply(*, agent_id: str, token: str, trust: str, now: datetime | None = None) -> SoulApplyResult:
     """Write a pending proposal's SOUL.md as a new revision (refused when expired, decided or stale)."""
-    _require_owner(trust)
+    require_owner(trust)
     check_agent(agent_id)
     now = now or timezone.now()
     proposal = _pending(agent_id, token, now)
@@ -179,7 +188,7 @@ def soul_apply(*, agent_id: str, token: str, trust: str, now: datetime | None = 
 
 def soul_deny(*, agent_id: str, token: str, trust: str, now: datetime | None = None) -> SoulProposal:
     """Close a pending proposal without writing anything."""
-    _require_owner(trust)
+    require_owner(trust)
     check_agent(agent_id)
     now = now or timezone.now()
     proposal = _pending(agent_id, token, now)
