@@ -219,5 +219,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("FERMIX_LOG_LEVEL", "INFO")},
-    "loggers": {"django_q": {"level": os.environ.get("FERMIX_Q_LOG_LEVEL", "WARNING")}},
+    "loggers": {
+        "django_q": {"level": os.environ.get("FERMIX_Q_LOG_LEVEL", "WARNING")},
+        "httpx": {"level": "WARNING"},  # a line per model request is noise; calls are traced in model_calls
+    },
 }
