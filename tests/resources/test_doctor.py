@@ -99,6 +99,7 @@ def test_missing_fts_triggers_are_an_error(home):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True)  # a second process reads what this test wrote
 def test_the_command_prints_json_and_exits_non_zero_on_errors(home):
     bootstrap_seed(agent_id="main")
     healthy = run_manage("doctor", "--json")
