@@ -29,6 +29,7 @@ from fermix_site.admin_kit import (
     short,
 )
 from fermix_site.conf import conf
+from memory import prompt_files
 from memory.conversations import KINDS
 from memory.models import (
     Category,
@@ -44,7 +45,7 @@ from memory.models import (
     ScopeType,
     Trust,
 )
-from memory.prompt_files import prompt_files_rebuild, render_for_agent, scope_reason
+from memory.prompt_files import prompt_files_rebuild, scope_reason
 from memory.rows import MemoryRowError, memory_archive, memory_history, memory_restore
 from memory.search import MAX_LIMIT, search_memories, search_messages
 
@@ -119,8 +120,11 @@ class OwnerFilter(ValueFilter):
     title, parameter_name = "owner", "owner_id"
 
     def lookups(self, request, model_admin):
-        owners = Memory.objects.order_by("owner_id").values_list("owner_id", flat=True).distinct()
-        return [(o, o) for o in owners[:100]]
+        # Owners are whoever talks in a conversation, plus the agent's own owner: a small table, where
+        # DISTINCT over every memory row would read the whole index.
+        owners = set(Conversation.objects.values_list("owner_id", flat=True).distinct()[:100])
+        owners.add(conf.memory.owner_id)
+        return [(o, o) for o in sorted(owners)]
 
 
 class CategoryFilter(ValueFilter):
@@ -214,6 +218,17 @@ class MessageAdmin(BigTableAdmin, ReadOnlyAdmin):
 # --- memory rows ------------------------------------------------------------------------------------
 
 
+def render_rows(agent_id: str, resource_type: str):
+    """What render_for_agent decides for each row, without counting the rows left out by the caps
+    (a COUNT per section that a changelist page does not need)."""
+    candidates = prompt_files._candidates(agent_id, resource_type)
+    rows = []
+    for section in prompt_files.FILES[resource_type]:
+        newest = candidates.filter(category=section.category).order_by("-updated_at", "-id")
+        rows.extend(newest.only("id", "category", "value", "updated_at")[: section.cap])
+    return prompt_files.render(resource_type, rows, prompt_files.token_cap(resource_type))
+
+
 def placement(memory: Memory, renders: dict) -> tuple[str, str]:
     """("USER.md › Identity", "") when the row renders, else ("", why not): scope rule, cap or budget.
 
@@ -225,7 +240,7 @@ def placement(memory: Memory, renders: dict) -> tuple[str, str]:
     resource_type = "user_md" if memory.promote_target == "user_md" else "memory_md"
     key = (memory.agent_id, resource_type)
     if key not in renders:
-        renders[key] = render_for_agent(memory.agent_id, resource_type)
+        renders[key] = render_rows(memory.agent_id, resource_type)
     rendered = renders[key]
     if memory.id in rendered.shown:
         return f"{rendered.file_name} › {rendered.shown[memory.id]}", ""
