@@ -137,7 +137,8 @@ def job_create(
 
 
 SCHEDULE_FIELDS = {"schedule_type", "run_at", "interval_seconds", "cron"}
-EDITABLE = SCHEDULE_FIELDS | {"name", "prompt", "enabled", "silent_marker"}
+REQUIRED = {"name", "prompt", "enabled", "silent_marker", "schedule_type"}
+EDITABLE = SCHEDULE_FIELDS | REQUIRED
 
 
 def job_update(*, job_id: int, agent_id: str | None = None, **changes) -> ScheduledJob:
@@ -145,6 +146,9 @@ def job_update(*, job_id: int, agent_id: str | None = None, **changes) -> Schedu
     unknown = set(changes) - EDITABLE
     if unknown:
         raise JobError("invalid_field", f"{sorted(unknown)[0]} cannot be changed")
+    missing = sorted(name for name in REQUIRED if name in changes and changes[name] is None)
+    if missing:
+        raise JobError("invalid_field", f"{missing[0]} cannot be null; leave it out to keep it")
     with transaction.atomic():
         job = ScheduledJob.objects.select_for_update().filter(pk=job_id).first()
         if job is None or (agent_id is not None and job.agent_id != agent_id):

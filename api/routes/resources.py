@@ -62,8 +62,8 @@ def revision(request, agent: str, resource_type: str, revision: int, query: Quer
 
 
 class DiffQuery(Schema):
-    a: int = Field(..., ge=1)
-    b: int = Field(..., ge=1)
+    a: int = Field(..., ge=1, le=s.MAX_INT)
+    b: int = Field(..., ge=1, le=s.MAX_INT)
     context: int = Field(3, ge=0, le=1000)
     scope: str | None = Field(None, max_length=600)
 

@@ -133,6 +133,9 @@ HOSTILE_BODIES = [
     b'{"arguments": [], "conversation": "telegram:1"}', b'{"conversation": "::::"}',
     b'{"mode": "revert", "revision": 2147483648}', b'{"schedule_type": "cron", "cron": "* * *"}',
     b'{"device_id": "../../etc", "role": "user", "text": "x"}', b'{"metadata": {"a": "\\u0000"}}',
+    b'{"name": null, "prompt": null, "enabled": null, "schedule_type": null, "silent_marker": null}',
+    b'{"enabled": null}', b'{"schedule_type": "once", "run_at": "2026-13-45T99:00:00"}',
+    b'{"schedule_type": "once", "run_at": "1900-01-01T00:00:00Z"}', b'{"interval_seconds": 2147483648}',
 ]
 HOSTILE_IDS = ["0", "-1", "99999999999999999999999999", "1e3", "%00", "%01", "null", "a%0Ab"]
 
@@ -148,3 +151,18 @@ def test_no_hostile_input_produces_a_500(home, world, operator, method, path, bo
             response = send(operator, raw, url=BASE + url, method=method)
             assert response.status_code < 500, (method, url, raw, response.content)
             assert response["Content-Type"].startswith("application/json"), (url, raw)
+
+
+HOSTILE_QUERIES = ["limit=abc", "limit=99999999999999999999", "limit=-5", "a=1&b=99999999999999999999",
+                   "a=x&b=1", "context=-1", "scope=a%0Ab", "scope=", "conversation=%2F%2F", "q=%FF%FE",
+                   "q=" + "x" * 2000, "archived=maybe", "realtime=2", "owner_id=..", "category=nope", "wait=yes"]
+
+
+@pytest.mark.parametrize("method, path, body, rule", ENDPOINTS, ids=[f"{m} {p}" for m, p, _, _ in ENDPOINTS])
+def test_no_hostile_query_produces_a_500(home, world, operator, method, path, body, rule):  # noqa: F811
+    base = path.format(**world).split("?")[0]
+    for query in HOSTILE_QUERIES:
+        response = send(operator, json.dumps(body or {}).encode(), url=f"{BASE}{base}?{query}", method=method)
+        # 503 `no_provider` is an honest answer here (no model is configured); only 500 is a bug.
+        assert response.status_code != 500, (method, base, query, response.content)
+        assert response["Content-Type"].startswith("application/json"), (base, query)
