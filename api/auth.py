@@ -91,7 +91,3 @@ class ApiKeyAuth(HttpBearer):
         if key.last_used_at is None or now - key.last_used_at > TOUCH_EVERY:
             ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         return Principal(key.pk, key.name, key.role, tuple(key.agents or ()))
-
-
-def principal_of(request) -> Principal:
-    return request.auth

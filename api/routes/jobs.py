@@ -3,6 +3,9 @@ needs an operator key (a job spends model calls unattended and writes memory on 
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Annotated, Literal
+
 from django.db import transaction
 from django_q.tasks import async_task
 from ninja import Field, Query, Router, Schema, Status
@@ -12,6 +15,77 @@ from jobs import selectors, services
 from jobs.models import JobRun, ScheduledJob
 
 router = Router(tags=["jobs"])
+Prompt = Annotated[str, Field(min_length=1, max_length=20_000)]
+Schedule = Literal["once", "interval", "cron"]
+
+
+class JobIn(Schema):
+    name: str = Field(..., min_length=1, max_length=200)
+    prompt: Prompt
+    schedule_type: Schedule
+    run_at: datetime | None = Field(None, description="once: when to run (ISO 8601 with a time zone)")
+    interval_seconds: int | None = Field(None, ge=60, le=s.MAX_INT,
+                                         description="interval: a whole number of minutes, in seconds")
+    cron: str | None = Field(None, max_length=100, description="cron: five fields, UTC")
+    owner_id: s.Ident | None = None
+    enabled: bool = True
+    silent_marker: str = Field("[SILENT]", max_length=100)
+
+
+class JobPatch(Schema):
+    name: str | None = Field(None, min_length=1, max_length=200)
+    prompt: Prompt | None = None
+    schedule_type: Schedule | None = None
+    run_at: datetime | None = None
+    interval_seconds: int | None = Field(None, ge=60, le=s.MAX_INT)
+    cron: str | None = Field(None, max_length=100)
+    enabled: bool | None = None
+    silent_marker: str | None = Field(None, max_length=100)
+
+
+class JobOut(Schema):
+    id: int
+    agent_id: str
+    owner_id: str
+    name: str
+    prompt: str
+    schedule_type: str
+    run_at: datetime | None
+    interval_seconds: int | None
+    cron: str
+    enabled: bool
+    silent_marker: str
+    memory_source: str
+    next_run_at: datetime | None
+    last_run_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class JobListOut(Schema):
+    jobs: list[JobOut]
+
+
+class JobRunOut(Schema):
+    id: int
+    job_id: int
+    status: str
+    trigger: str
+    started_at: datetime
+    finished_at: datetime | None
+    prompt_tokens: int
+    completion_tokens: int
+    output: str
+    error: str
+
+
+class JobRunListOut(Schema):
+    runs: list[JobRunOut]
+
+
+class Deleted(Schema):
+    deleted: bool
+
 JOBS = "/agents/{agent}/jobs"
 
 
@@ -29,34 +103,34 @@ def run_out(run: JobRun) -> dict:
             "completion_tokens": run.completion_tokens, "output": run.output, "error": run.error}
 
 
-@router.get(JOBS, response=s.JobListOut)
+@router.get(JOBS, response=JobListOut)
 def jobs(request, agent: str):
     """The agent's jobs, oldest first, with when each fires next."""
     return {"jobs": [job_out(job) for job in selectors.job_list(agent_id=agent)]}
 
 
-@router.post(JOBS, response={201: s.JobOut})
-def job_create(request, agent: str, payload: s.JobIn):
+@router.post(JOBS, response={201: JobOut})
+def job_create(request, agent: str, payload: JobIn):
     """Create a job (operator key): `once` at `run_at`, every `interval_seconds`, or on a `cron` line (UTC)."""
     request.auth.require_operator("creating a scheduled job")
     job = services.job_create(agent_id=agent, **payload.dict())
     return Status(201, job_out(job))
 
 
-@router.get(JOBS + "/{job_id}", response=s.JobOut)
+@router.get(JOBS + "/{job_id}", response=JobOut)
 def job(request, agent: str, job_id: int):
     return job_out(services.job_get(job_id=job_id, agent_id=agent))
 
 
-@router.patch(JOBS + "/{job_id}", response=s.JobOut)
-def job_update(request, agent: str, job_id: int, payload: s.JobPatch):
+@router.patch(JOBS + "/{job_id}", response=JobOut)
+def job_update(request, agent: str, job_id: int, payload: JobPatch):
     """Change a job (operator key); `{"enabled": false}` pauses it, `{"enabled": true}` resumes it."""
     request.auth.require_operator("changing a scheduled job")
     job = services.job_update(job_id=job_id, agent_id=agent, **payload.dict(exclude_unset=True))
     return job_out(job)
 
 
-@router.delete(JOBS + "/{job_id}", response=s.Deleted)
+@router.delete(JOBS + "/{job_id}", response=Deleted)
 def job_delete(request, agent: str, job_id: int):
     """Delete a job and its runs (operator key); what it stored in memory stays."""
     request.auth.require_operator("deleting a scheduled job")
@@ -68,7 +142,7 @@ class RunQuery(Schema):
     wait: bool = Field(False, description="run in this request and answer with the finished run")
 
 
-@router.post(JOBS + "/{job_id}/run", response={200: s.JobRunOut, 202: s.JobRunOut})
+@router.post(JOBS + "/{job_id}/run", response={200: JobRunOut, 202: JobRunOut})
 def job_run(request, agent: str, job_id: int, query: Query[RunQuery]):
     """Run the job now (operator key): queued for a worker (202), or with `?wait=true` in this request (200).
 
@@ -86,7 +160,7 @@ class RunsQuery(Schema):
     limit: int = Field(50, ge=1, le=500)
 
 
-@router.get(JOBS + "/{job_id}/runs", response=s.JobRunListOut)
+@router.get(JOBS + "/{job_id}/runs", response=JobRunListOut)
 def job_runs(request, agent: str, job_id: int, query: Query[RunsQuery]):
     """The job's runs, newest first: status, timing, tokens, output, error."""
     job = services.job_get(job_id=job_id, agent_id=agent)
