@@ -18,10 +18,15 @@ from django.db import connection
 from django.db.models import Model, Q
 
 from memory.models import Memory, Message
+from memory.search import rank
 from memory.search.rank import Scored
 from memory.search.text import Query, analyse
 
 MAX_LIMIT = 100
+# A reply often answers without repeating the words of what it answers ("How old is Biscuit?" —
+# "He's a two year old beagle"), so the next messages after each of the best FOLLOWED hits in its
+# conversation join the results at a share of that hit's score (FOLLOW_SHARES: the next, the one after).
+FOLLOWED, FOLLOW_SHARES = 3, (0.6, 0.4)
 
 
 @dataclass(frozen=True)
@@ -38,21 +43,24 @@ MESSAGES = Corpus(Message, "messages", ("content",), "created_at")
 MEMORIES = Corpus(Memory, "memories", ("key", "value"), "updated_at")
 
 
-def _where(alias: str, filters: dict) -> tuple[str, list]:
+def _where(alias: str, filters: dict, *, by_key: bool = False) -> tuple[str, list]:
+    """SQL for `filters`. `by_key`: rows are found by primary key, so the filters must not pick an index
+    (unary `+`): without statistics SQLite would scan `agent_id`'s index instead of looking up 80 ids."""
     clauses, params = [], []
+    plus = "+" if by_key else ""
     for column, value in filters.items():
         if value is None:
             continue
         if column.endswith("__isnull"):
-            clauses.append(f"{alias}.{column[:-8]} IS {'' if value else 'NOT '}NULL")
+            clauses.append(f"{plus}{alias}.{column[:-8]} IS {'' if value else 'NOT '}NULL")
         elif isinstance(value, list | tuple | set):
             if not value:
                 clauses.append("1=0")
                 continue
-            clauses.append(f"{alias}.{column} IN ({', '.join(['%s'] * len(value))})")
+            clauses.append(f"{plus}{alias}.{column} IN ({', '.join(['%s'] * len(value))})")
             params.extend(value)
         else:
-            clauses.append(f"{alias}.{column} = %s")
+            clauses.append(f"{plus}{alias}.{column} = %s")
             params.append(value)
     return " AND ".join(clauses) or "1=1", params
 
@@ -91,6 +99,8 @@ def _search(corpus: Corpus, query, filters: dict, limit: int) -> list:
     else:
         backend = None
     hits = backend.search(corpus, parsed, filters, limit) if backend else _fallback(corpus, parsed, filters, limit)
+    if corpus is MESSAGES:
+        hits = _with_replies(hits, filters, limit)
     rows = corpus.model.objects.in_bulk([h.id for h in hits])
     found = []
     for hit in hits:
@@ -99,6 +109,33 @@ def _search(corpus: Corpus, query, filters: dict, limit: int) -> list:
             row.search_score, row.snippet = hit.score, hit.snippet
             found.append(row)
     return found
+
+
+def _with_replies(hits: list[Scored], filters: dict, limit: int) -> list[Scored]:
+    scores = {h.id: h for h in hits}
+    top = hits[:FOLLOWED]
+    if not top:
+        return hits
+    where, params = _where("m", filters, by_key=True)
+    conversation = "m.agent_id = %s AND m.channel = %s AND m.chat_id = %s AND m.thread_scope = %s"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, agent_id, channel, chat_id, thread_scope, created_at FROM messages "
+                       f"WHERE id IN ({', '.join(['%s'] * len(top))})", [h.id for h in top])
+        found = {row[0]: row for row in cursor.fetchall()}
+        for hit in top:
+            if hit.id not in found:
+                continue
+            _, *same, created_at = found[hit.id]
+            # The conversation index serves `created_at >=`; equal times are told apart by id below.
+            cursor.execute(f"SELECT m.id, m.content, m.created_at FROM messages m WHERE {conversation} "
+                           f"AND m.created_at >= %s AND {where} ORDER BY m.created_at, m.id LIMIT %s",
+                           [*same, created_at, *params, len(FOLLOW_SHARES) + 3])
+            later = [r for r in cursor.fetchall() if (r[2], r[0]) > (created_at, hit.id)]
+            for (reply_id, content, _), share in zip(later, FOLLOW_SHARES, strict=False):
+                score = hit.score * share
+                if reply_id not in scores or scores[reply_id].score < score:
+                    scores[reply_id] = Scored(reply_id, score, rank.snippet(content, set(), {}))
+    return sorted(scores.values(), key=lambda h: (-h.score, -h.id))[:limit]
 
 
 def search_memories(*, query: str, filters: dict, limit: int = 20) -> list[Memory]:

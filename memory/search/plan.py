@@ -25,11 +25,13 @@ from dataclasses import dataclass
 from memory.search.text import Query, Term
 
 DF_PROBE = 1000
-PHRASE_LIMIT = 200
-ALL_TERMS_LIMIT = 100
-PAIR_LIMIT = 60
-TERM_LIMIT = 120
-CANDIDATE_BUDGET = 400
+PHRASE_LIMIT = 100
+ALL_TERMS_LIMIT = 60
+PAIR_LIMIT = 40
+TERM_LIMIT = 80
+CANDIDATE_BUDGET = 240
+SCAN_BUDGET = 1500  # postings a conjunction may read
+SELECTIVE_SCOPE = 0.1  # a scope token in at most 10 % of the rows narrows the index passes
 VERY_COMMON = 0.05  # a term in more than 5 % of the rows
 CACHE_FROM_ROWS = 20_000  # below this a probe is cheaper than being wrong about a changed table
 CACHE_SECONDS = 600
@@ -40,6 +42,25 @@ CACHE_GROWTH = 0.01
 class Pass:
     words: tuple[tuple[str, ...], ...]  # each item a word or phrase; the pass needs all of them
     limit: int
+    after_id: int = 0  # only rows with a larger id: bounds the postings a conjunction reads
+
+
+def _window(items, df: dict[str, float], total: float, scope_df: float | None = None) -> int:
+    """Where a conjunction starts reading so that it reads about SCAN_BUDGET postings of its rarest word.
+
+    A conjunction of two mid-frequency words that rarely meet would read both posting lists to the
+    end (tens of milliseconds at a million rows); limited to the newest rows it stays cheap, and the
+    single-word passes still reach old messages of the rare words.
+    """
+    from memory.search.text import stem
+
+    known = [df[stem(w)] for item in items for w in item if stem(w) in df]
+    if scope_df is not None:
+        known.append(scope_df)
+    rarest = min(known, default=0.0)
+    if rarest <= SCAN_BUDGET:
+        return 0
+    return int(total - total * SCAN_BUDGET / rarest)
 
 
 def estimate_df(newest_ids: list[int], probe: int, max_id: int) -> float:
@@ -50,16 +71,23 @@ def estimate_df(newest_ids: list[int], probe: int, max_id: int) -> float:
     return probe * max_id / reach
 
 
-def passes(query: Query, df: dict[str, float], total: float) -> list[Pass]:
-    """The bounded index queries for `query`, in the order they should fill the candidate budget."""
+def passes(query: Query, df: dict[str, float], total: float, scope_df: float | None = None) -> list[Pass]:
+    """The bounded index queries for `query`, in the order they should fill the candidate budget.
+
+    `scope_df`: how many rows the scope restriction the passes carry admits (None: no restriction).
+    """
     terms = sorted((t for t in query.terms if df.get(t.stem, 0) > 0), key=lambda t: df[t.stem])
     if query.require_all:
-        return [Pass(tuple((t.word,) for t in query.terms), TERM_LIMIT)] if len(terms) == len(query.terms) else []
-    plan = [Pass((phrase,), PHRASE_LIMIT) for phrase in query.phrases]
+        items = tuple((t.word,) for t in query.terms)
+        return [Pass(items, TERM_LIMIT, _window(items, df, total, scope_df))] if len(terms) == len(query.terms) else []
+    plan = [Pass((phrase,), PHRASE_LIMIT, _window([phrase], df, total, scope_df)) for phrase in query.phrases]
     if len(terms) > 1:
-        plan.append(Pass(tuple((t.word,) for t in terms[:4]), ALL_TERMS_LIMIT))
+        items = tuple((t.word,) for t in terms[:4])
+        plan.append(Pass(items, ALL_TERMS_LIMIT, _window(items, df, total, scope_df)))
     if len(terms) > 2:
-        plan += [Pass(((a.word,), (b.word,)), PAIR_LIMIT) for a, b in itertools.combinations(terms[:3], 2)]
+        for a, b in itertools.combinations(terms[:3], 2):
+            items = ((a.word,), (b.word,))
+            plan.append(Pass(items, PAIR_LIMIT, _window(items, df, total, scope_df)))
     plan += [Pass(((t.word,),), TERM_LIMIT) for t in _singles(terms, df, total)]
     return plan
 

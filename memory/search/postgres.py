@@ -47,12 +47,12 @@ def _any(query: Query) -> tuple[str, list]:
     return f"({sql})", [" ".join(i) for i in items]
 
 
-def _ids(cursor, corpus, tsquery: str, params: list, filters: dict, limit: int) -> list[int]:
+def _ids(cursor, corpus, tsquery: str, params: list, filters: dict, limit: int, after_id: int = 0) -> list[int]:
     from memory.search import _where
 
     where, where_params = _where("t", filters)
     cursor.execute(f"SELECT t.id FROM {corpus.table} t WHERE t.search_vector @@ {tsquery} AND {where} "
-                   f"ORDER BY t.id DESC LIMIT %s", [*params, *where_params, limit])
+                   f"AND t.id > %s ORDER BY t.id DESC LIMIT %s", [*params, *where_params, after_id, limit])
     return [row[0] for row in cursor.fetchall()]
 
 
@@ -122,7 +122,7 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
 
         def run(step: plan.Pass) -> list[int]:
             sql, params = _all(step.words)
-            return _ids(cursor, corpus, sql, params, filters, step.limit)
+            return _ids(cursor, corpus, sql, params, filters, step.limit, step.after_id)
 
         ids, cut = plan.collect(plan.passes(query, df, max_id), run)
         if cut and len(ids) < limit:

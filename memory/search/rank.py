@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory.search.text import Query, stem, stems, word_spans
+from memory.search.text import Query, stem, word_spans, words
 
 K1, B = 1.2, 0.75
 RECENCY_WEIGHT = 0.25
@@ -58,32 +58,41 @@ def rank(query: Query, docs: list[tuple[int, str, datetime | None]], *, idfs: di
     """The best `limit` of `docs` (id, text, time) for `query`, best first; ties go to the newer id."""
     weights = {t.stem: t.weight * idfs.get(t.stem, 1.0) for t in query.terms}
     phrases = [(p, sum(idfs.get(s, 1.0) for s in p)) for p in query.phrase_stems]
-    tokenised = [(doc_id, text, when, stems(text[:SCORED_CHARS])) for doc_id, text, when in docs]
-    avgdl = sum(len(doc_stems) for *_, doc_stems in tokenised) / max(len(tokenised), 1) or 1.0
+    wanted = set(weights) | {s for p, _ in phrases for s in p}
+    # A Porter stem keeps its word's first two letters, so only words starting like a query stem are
+    # stemmed: most words of a candidate are skipped without stemming.
+    prefixes = {s[:2] for s in wanted}
+    tokenised = []
+    for doc_id, text, when in docs:
+        tokens = words(text[:SCORED_CHARS])
+        marks = [stem(w) if w[:2] in prefixes else "" for w in tokens] if phrases else \
+            [stem(w) for w in tokens if w[:2] in prefixes]
+        tokenised.append((doc_id, text, when, len(tokens), marks))
+    avgdl = sum(t[3] for t in tokenised) / max(len(tokenised), 1) or 1.0
     scored = []
-    for doc_id, text, when, doc_stems in tokenised:
-        relevance = _bm25(doc_stems, weights, avgdl)
-        relevance += sum(bonus for phrase, bonus in phrases if _contains(doc_stems, phrase))
+    for doc_id, text, when, length, marks in tokenised:
+        relevance = _bm25(marks, length, weights, avgdl)
+        relevance += sum(bonus for phrase, bonus in phrases if _contains(marks, phrase))
         relevance = max(relevance, FLOOR)
         scored.append((relevance * recency_factor(when, now), doc_id, text))
     scored.sort(key=lambda s: (-s[0], -s[1]))
-    matched = set(weights) | {s for p in query.phrase_stems for s in p}
-    return [Scored(doc_id, score, snippet(text, matched, weights)) for score, doc_id, text in scored[:limit]]
+    return [Scored(doc_id, score, snippet(text, wanted, weights)) for score, doc_id, text in scored[:limit]]
 
 
-def _bm25(doc_stems: list[str], weights: dict[str, float], avgdl: float) -> float:
+def _bm25(marks: list[str], length: int, weights: dict[str, float], avgdl: float) -> float:
     counts: dict[str, int] = {}
-    for s in doc_stems:
+    for s in marks:
         if s in weights:
             counts[s] = counts.get(s, 0) + 1
-    norm = K1 * (1 - B + B * len(doc_stems) / avgdl)
+    norm = K1 * (1 - B + B * length / avgdl)
     return sum(weights[s] * tf * (K1 + 1) / (tf + norm) for s, tf in counts.items())
 
 
 def snippet(text: str, matched: set[str], weights: dict[str, float]) -> str:
     """The window of SNIPPET_WORDS words with the most query weight, matched words in «…»."""
     spans = word_spans(text[:SCORED_CHARS])
-    doc_stems = [stem(w) for _, _, w in spans]
+    prefixes = {s[:2] for s in matched}
+    doc_stems = [stem(w) if w[:2] in prefixes else "" for _, _, w in spans]
     if not spans:
         return text[:200]
     hits = [i for i, s in enumerate(doc_stems) if s in matched][:500]

@@ -30,9 +30,14 @@ def _colset(columns) -> str:
     return "{" + " ".join(columns) + "}"
 
 
-def _scope(mirror: fts.Mirror, filters: dict) -> list[str]:
-    """Column filters for the scope columns the mirror indexes (a superset: SQL checks exactly later)."""
-    parts = []
+def _scope(cursor, mirror: fts.Mirror, filters: dict, max_id: int) -> tuple[list[str], float | None]:
+    """A column filter for the most selective scope column the mirror indexes, if it narrows enough.
+
+    Only one, and only a selective one: a conjunction with a token most rows carry (the only agent's
+    id, the thread `root`) reads that token's whole posting list and costs more than it saves. SQL
+    applies every filter exactly afterwards, so this only has to be a superset.
+    """
+    best = None
     for column in mirror.scope_columns:
         value = filters.get(column)
         if isinstance(value, list | tuple) and len(value) == 1:
@@ -40,15 +45,29 @@ def _scope(mirror: fts.Mirror, filters: dict) -> list[str]:
         if value is None or isinstance(value, list | tuple | set):
             continue
         tokens = words(str(value))
-        if tokens:
-            parts.append(f"{column} : {fts_string(tokens)}")
-    return parts
+        if not tokens:
+            continue
+        expression = f"{column} : {fts_string(tokens)}"
+        df = _frequency(cursor, mirror, ("scope", column, str(value)), expression, max_id)
+        if df <= plan.SELECTIVE_SCOPE * max_id and (best is None or df < best[0]):
+            best = (df, expression)
+    return ([best[1]], best[0]) if best else ([], None)
 
 
-def _ids(cursor, mirror: fts.Mirror, match: str, limit: int) -> list[int]:
+def _frequency(cursor, mirror: fts.Mirror, key: tuple, expression: str, max_id: int) -> float:
+    cache_key = (connection.alias, mirror.name, *key)
+    df = plan.document_frequencies.get(cache_key, max_id)
+    if df is None:
+        newest = _ids(cursor, mirror, expression, plan.DF_PROBE)
+        df = plan.estimate_df(newest, plan.DF_PROBE, max_id)
+        plan.document_frequencies.put(cache_key, max_id, df)
+    return df
+
+
+def _ids(cursor, mirror: fts.Mirror, match: str, limit: int, after_id: int = 0) -> list[int]:
     try:
-        cursor.execute(f"SELECT rowid FROM {mirror.name} WHERE {mirror.name} MATCH %s ORDER BY rowid DESC LIMIT %s",
-                       [match, limit])
+        cursor.execute(f"SELECT rowid FROM {mirror.name} WHERE {mirror.name} MATCH %s AND rowid > %s "
+                       f"ORDER BY rowid DESC LIMIT %s", [match, after_id, limit])
     except DatabaseError:  # a token FTS5 still refuses: that pass finds nothing, the others still run
         return []
     return [row[0] for row in cursor.fetchall()]
@@ -56,16 +75,8 @@ def _ids(cursor, mirror: fts.Mirror, match: str, limit: int) -> list[int]:
 
 def _document_frequencies(cursor, mirror, query: Query, max_id: int) -> dict[str, float]:
     text = _colset(mirror.text_columns)
-    out = {}
-    for term in query.terms:
-        key = (connection.alias, mirror.name, term.stem)
-        df = plan.document_frequencies.get(key, max_id)
-        if df is None:
-            newest = _ids(cursor, mirror, f"{text} : {fts_string(term.word)}", plan.DF_PROBE)
-            df = plan.estimate_df(newest, plan.DF_PROBE, max_id)
-            plan.document_frequencies.put(key, max_id, df)
-        out[term.stem] = df
-    return out
+    return {t.stem: _frequency(cursor, mirror, ("term", t.stem), f"{text} : {fts_string(t.word)}", max_id)
+            for t in query.terms}
 
 
 def _when(value) -> datetime | None:
@@ -83,7 +94,7 @@ def _rows(cursor, corpus, ids: list[int], filters: dict) -> list[tuple[int, str,
         return []
     from memory.search import _where
 
-    where, params = _where("t", filters)
+    where, params = _where("t", filters, by_key=True)
     text = " || ': ' || ".join(f"t.{c}" for c in corpus.text_columns)
     cursor.execute(f"SELECT t.id, {text}, t.{corpus.time_column} FROM {corpus.table} t "
                    f"WHERE t.id IN ({', '.join(['%s'] * len(ids))}) AND {where}", [*ids, *params])
@@ -96,7 +107,7 @@ def _exhaustive(cursor, corpus, mirror, query: Query, filters: dict) -> list[int
 
     items = [fts_string(t.word) for t in query.terms] + [fts_string(p) for p in query.phrases]
     match = f"{_colset(mirror.text_columns)} : ({' OR '.join(items)})"
-    where, params = _where("t", filters)
+    where, params = _where("t", filters, by_key=True)
     try:
         cursor.execute(f"SELECT t.id FROM {mirror.name} JOIN {corpus.table} t ON t.id = {mirror.name}.rowid "
                        f"WHERE {mirror.name} MATCH %s AND {where} ORDER BY t.id DESC LIMIT %s",
@@ -109,18 +120,18 @@ def _exhaustive(cursor, corpus, mirror, query: Query, filters: dict) -> list[int
 def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]:
     mirror = fts.MIRROR[corpus.table]
     text = _colset(mirror.text_columns)
-    scope = _scope(mirror, filters)
     with connection.cursor() as cursor:
         max_id = _max_id(cursor, corpus.table)
         if not max_id:
             return []
         df = _document_frequencies(cursor, mirror, query, max_id)
+        scope, scope_df = _scope(cursor, mirror, filters, max_id)
 
         def run(step: plan.Pass) -> list[int]:
             match = " AND ".join(scope + [f"{text} : {fts_string(item)}" for item in step.words])
-            return _ids(cursor, mirror, match, step.limit)
+            return _ids(cursor, mirror, match, step.limit, step.after_id)
 
-        ids, cut = plan.collect(plan.passes(query, df, max_id), run)
+        ids, cut = plan.collect(plan.passes(query, df, max_id, scope_df), run)
         docs = _rows(cursor, corpus, ids, filters)
         if cut and len(docs) < limit:
             seen = {d[0] for d in docs}

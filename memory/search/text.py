@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 WORD_RE = re.compile(r"[^\W_]+")
+ASCII_WORD_RE = re.compile(r"[a-z0-9]+")  # the same tokens, faster, once ASCII text is lower-cased
 PHRASE_RE = re.compile(r'"([^"]+)"')
 MAX_TERMS = 8
 NAME_WEIGHT = 1.6  # a capitalised word inside the question, or a number
@@ -45,16 +45,21 @@ def fold(text: str) -> str:
 
 def words(text: str) -> list[str]:
     """The index's tokens of `text`: runs of letters and digits, folded."""
+    if text.isascii():
+        return ASCII_WORD_RE.findall(text.lower())
     return WORD_RE.findall(fold(text))
 
 
 def word_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, folded word) for each token of `text`, positions in the original string."""
+    if text.isascii():
+        return [(m.start(), m.end(), m.group()) for m in ASCII_WORD_RE.finditer(text.lower())]
     return [(m.start(), m.end(), fold(m.group())) for m in WORD_RE.finditer(text)]
 
 
 def stems(text: str) -> list[str]:
-    return [stem(w) for w in words(text)]
+    cache = _stem_cache
+    return [cache.get(w) or stem(w) for w in words(text)]
 
 
 # --- Porter stemmer (the original 1980 algorithm, as FTS5's `porter` tokenizer applies it) -------------
@@ -147,9 +152,20 @@ def _step5(w: str) -> str:
     return w
 
 
-@lru_cache(maxsize=200_000)
+_stem_cache: dict[str, str] = {}
+
+
 def stem(word: str) -> str:
     """Porter stem of a folded word; words outside a-z or shorter than 3 letters pass through."""
+    cached = _stem_cache.get(word)
+    if cached is None:
+        if len(_stem_cache) > 200_000:
+            _stem_cache.clear()
+        cached = _stem_cache[word] = _porter(word)
+    return cached
+
+
+def _porter(word: str) -> str:
     if len(word) < 3 or len(word) > 64 or not word.isascii() or not word.isalpha():
         return word
     w = _step1(word)

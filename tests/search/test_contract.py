@@ -47,8 +47,8 @@ class SearchContract:
         assert self.ids("what is the pottery thing that was in it?") == []
 
     def test_a_query_of_only_stop_words_needs_all_of_them(self):
-        row = self.add("The Who played at the festival")
         self.add("who is there?")
+        row = self.add("The Who played at the festival")
         assert self.ids("the who") == [row.id]
         assert self.ids('"the who" played') == [row.id]
         assert self.ids("the who, and then") == []
@@ -164,6 +164,14 @@ class TestMessageSearch(SearchContract):
             Message(agent_id="main", owner_id="default", role="user", content=f"project note {i}",
                     created_at=NOW, **_conversation(1)) for i in range(900)])
         assert self.ids("project", role="assistant") == [answer.id]
+
+    def test_the_reply_to_a_matching_message_comes_with_it(self):
+        self.add("How old is Biscuit, your dog?", role="assistant", days_ago=2)
+        reply = self.add("He is a two year old beagle from the rescue", days_ago=2)
+        self.add("Unrelated chatter about the weather", days_ago=1)
+        found = self.search("what breed is Biscuit?")
+        assert [m.id for m in found][1] == reply.id
+        assert found[1].search_score < found[0].search_score and found[1].snippet.startswith("He is a two")
 
     def test_scope_values_with_punctuation_match_only_their_conversation(self):
         mine = Message.objects.create(agent_id="main", role="user", content="harbour walk", created_at=NOW,

@@ -1,0 +1,398 @@
+"""Recall at scale: `memory_recall` latency per query class and scope, beside a plain bm25 query, and recall@10.
+
+The dataset: N messages (default 1,000,000) over 5 agents, 2,000 owners and 6,000 conversations of
+Zipf-distributed size, text drawn from a Zipf vocabulary (English stop words and common words at the
+head, the evaluation's words in the middle, invented words in the tail), N/20 memory rows, and the
+evaluation conversation of `bench.recall_eval` woven into the timeline. SQLite is filled with raw
+bulk inserts into a migrated throw-away FERMIX_HOME (the FTS triggers index as rows go in);
+PostgreSQL (`--postgres`, DATABASE_URL) with COPY (the database computes the vectors).
+
+    .venv/bin/python -m bench.recall --messages 1000000 --home /var/tmp/fermix-recall          # build + run
+    .venv/bin/python -m bench.recall --messages 1000000 --home /var/tmp/fermix-recall --reuse  # run again
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/fermix_bench .venv/bin/python -m bench.recall --postgres …
+
+For each class the same query also runs as the plain baseline (SQLite: FTS5 `MATCH` of every word OR-ed,
+`ORDER BY bm25 LIMIT 20` joined to the scope; PostgreSQL: `@@` of every word OR-ed, `ORDER BY ts_rank_cd
+LIMIT 20`) on a raw connection, and the table shows the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sqlite3
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench import recall_eval
+from bench.common import machine, setup_django, summary
+
+AGENTS = ["main", "atlas", "juno", "kite", "orca"]
+CHANNELS = ["telegram", "slack", "web", "discord"]
+START = datetime(2025, 1, 1, tzinfo=UTC)
+END = datetime(2026, 11, 1, tzinfo=UTC)
+COMMON = """time day work today week going good new people home need want think year make little back first
+last great next right still long night morning call plan meeting project team money family friend house car food
+dinner lunch book class start started class trip train weekend school doctor phone email music game film run
+running walk coffee tea garden dog cat kids mum dad sister brother birthday party wedding holiday flight hotel
+city town shop price cost bill rent job boss manager office report deadline client data code bug test release
+sleep tired happy sad busy late early cold hot rain snow weather park beach river lake hill road bike bus station
+picture photo video message chat question answer idea problem reason story news letter paper card gift present
+""".split()
+
+
+def _zipf_vocabulary(rng: random.Random) -> list[str]:
+    from memory.search.text import STOP_WORDS, words
+
+    eval_words = sorted({w for _, _, text, _ in recall_eval.messages() for w in words(text)} - STOP_WORDS)
+    rng.shuffle(eval_words)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "zu", "pe", "da", "fi", "go", "hu", "ja", "be"]
+    tail = sorted({"".join(rng.choices(syllables, k=rng.randint(2, 4))) for _ in range(60_000)})
+    rng.shuffle(tail)
+    head = sorted(STOP_WORDS)
+    rng.shuffle(head)
+    common = list(dict.fromkeys(COMMON))
+    # Stop words first, then common words with the evaluation's words spread among them, then the tail.
+    middle = common + eval_words
+    rng.shuffle(middle)
+    return list(dict.fromkeys(head + middle + tail))
+
+
+class World:
+    def __init__(self, messages: int, seed: int = 7):
+        self.rng = rng = random.Random(seed)
+        self.vocabulary = _zipf_vocabulary(rng)
+        weights = [1.0 / (rank + 1) ** 1.05 for rank in range(len(self.vocabulary))]
+        self.cum = list(_accumulate(weights))
+        self.conversations = []
+        for i in range(6000):
+            agent = AGENTS[0] if rng.random() < 0.6 else rng.choice(AGENTS[1:])
+            owner = f"owner{rng.randrange(2000)}"
+            self.conversations.append((agent, owner, rng.choice(CHANNELS), str(100000 + i), "root"))
+        self.conversations += [("main", "dana", "slack", "dana-work", "root"), ("main", "dana", "web", "dana", "root")]
+        conv_weights = [1.0 / (i + 1) ** 0.8 for i in range(len(self.conversations))]
+        rng.shuffle(conv_weights)
+        self.conv_cum = list(_accumulate(conv_weights))
+        self.messages = messages
+
+    def text(self, n_words: int) -> str:
+        words = self.rng.choices(self.vocabulary, cum_weights=self.cum, k=n_words)
+        return " ".join(words).capitalize() + "."
+
+    def rows(self):
+        """Message rows in time order, the evaluation conversation woven in at its own times."""
+        evaluation = [(AGENTS[0], recall_eval.OWNER, recall_eval.CHANNEL, recall_eval.CHAT, "root", role, text, at)
+                      for _, role, text, at in recall_eval.messages()]
+        step = (END - START) / self.messages
+        pending = 0
+        for i in range(self.messages - len(evaluation)):
+            at = START + step * i
+            while pending < len(evaluation) and evaluation[pending][-1] <= at:
+                yield evaluation[pending]
+                pending += 1
+            conv = self.rng.choices(self.conversations, cum_weights=self.conv_cum, k=1)[0]
+            role = "user" if self.rng.random() < 0.5 else "assistant"
+            yield (*conv, role, self.text(self.rng.randint(6, 40)), at)
+        yield from evaluation[pending:]
+
+
+def _accumulate(values):
+    total = 0.0
+    for v in values:
+        total += v
+        yield total
+
+
+def _stamp(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def build_sqlite(path: str, world: World) -> None:
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA synchronous=OFF")
+    started = time.time()
+    batch = []
+    sql = ("INSERT INTO messages(agent_id, owner_id, channel, chat_id, thread_scope, sender, role, kind, trust, "
+           "content, metadata_json, created_at) VALUES (?,?,?,?,?,'',?,'chat','guest',?,'{}',?)")
+    for n, (agent, owner, channel, chat, thread, role, text, at) in enumerate(world.rows(), 1):
+        batch.append((agent, owner, channel, chat, thread, role, text, _stamp(at)))
+        if len(batch) == 20_000:
+            db.executemany(sql, batch)
+            db.commit()
+            batch.clear()
+            if n % 100_000 == 0:
+                print(f"  {n:,} messages, {time.time() - started:.0f} s", flush=True)
+    db.executemany(sql, batch)
+    db.executemany(
+        "INSERT INTO memories(agent_id, owner_id, scope_type, scope_id, category, key, value, confidence, "
+        "promote_target, source_type, source_name, source_description, session_id, run_id, archived_by, "
+        "archive_reason, created_at, updated_at) VALUES (?,?,?,?,'context',?,?,1.0,'','','','','','','','',?,?)",
+        list(_memory_rows(world)))
+    db.commit()
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    print(f"  built in {time.time() - started:.0f} s", flush=True)
+
+
+def _memory_rows(world: World):
+    rng = world.rng
+    for i in range(max(world.messages // 20, 100)):
+        agent, owner, channel, chat, thread = rng.choice(world.conversations)
+        scope_type, scope_id = rng.choice([("owner", owner), ("agent", agent),
+                                           ("conversation", f"{channel}:{chat}:{thread}")])
+        key = "_".join(world.text(2).rstrip(".").lower().split()) + f"_{i}"
+        stamp = _stamp(START + (END - START) * (i / max(world.messages // 20, 100)))
+        yield agent, owner, scope_type, scope_id, key, world.text(rng.randint(5, 20)), stamp, stamp
+
+
+def build_postgres(world: World) -> None:
+    from django.db import connection
+
+    started = time.time()
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE messages, memories RESTART IDENTITY CASCADE")
+        copy_sql = ("COPY messages(agent_id, owner_id, channel, chat_id, thread_scope, sender, role, kind, trust, "
+                    "content, metadata_json, created_at) FROM STDIN")
+        with cursor.cursor.copy(copy_sql) as copy:
+            for n, (agent, owner, channel, chat, thread, role, text, at) in enumerate(world.rows(), 1):
+                copy.write_row((agent, owner, channel, chat, thread, "", role, "chat", "guest", text, "{}", at))
+                if n % 100_000 == 0:
+                    print(f"  {n:,} messages, {time.time() - started:.0f} s", flush=True)
+        with cursor.cursor.copy(
+                "COPY memories(agent_id, owner_id, scope_type, scope_id, category, key, value, confidence, "
+                "promote_target, source_type, source_name, source_description, session_id, run_id, archived_by, "
+                "archive_reason, created_at, updated_at) FROM STDIN") as copy:
+            for agent, owner, st, sid, key, value, c, u in _memory_rows(world):
+                copy.write_row((agent, owner, st, sid, "context", key, value, 1.0, "", "", "", "", "", "", "", "",
+                                c, u))
+        cursor.execute("VACUUM ANALYZE messages")
+        cursor.execute("VACUUM ANALYZE memories")
+    print(f"  built in {time.time() - started:.0f} s", flush=True)
+
+
+# --- queries ------------------------------------------------------------------------------------------
+
+
+def query_classes(world: World, sample: list[tuple], repeat: int) -> dict[str, list[str]]:
+    """Query texts per class, built from sampled messages so they find something."""
+    from memory.search.text import STOP_WORDS
+
+    rng = random.Random(3)
+    rank = {w: i for i, w in enumerate(world.vocabulary)}
+    first_common = next(i for i, w in enumerate(world.vocabulary) if w not in STOP_WORDS)
+
+    def content(text):
+        return [w for w in text.rstrip(".").lower().split() if w not in STOP_WORDS]
+
+    classes = {"rare word": [], "common word": [], "several words": [], "question": [], "quoted phrase": []}
+    for row in sample:
+        words = content(row[1])
+        if not words:
+            continue
+        by_rank = sorted(words, key=lambda w: rank.get(w, 0))
+        classes["rare word"].append(by_rank[-1])
+        classes["common word"].append(world.vocabulary[first_common + rng.randrange(30)])
+        classes["several words"].append(" ".join(rng.sample(words, min(len(words), 4))))
+        picked = rng.sample(words, min(len(words), 3))
+        classes["question"].append(f"when did {rng.choice(['she', 'we', 'I'])} {' '.join(picked[:1])} the "
+                                   f"{' '.join(picked[1:])} {rng.choice(['again', 'last time', 'with them'])}?")
+        all_words = row[1].rstrip(".").lower().split()
+        at = rng.randrange(max(len(all_words) - 1, 1))
+        classes["quoted phrase"].append('"' + " ".join(all_words[at:at + 2]) + '"')
+    return {name: texts[:repeat] for name, texts in classes.items()}
+
+
+def plain_match(text: str) -> str:
+    from memory import fts
+
+    return "{content} : (" + fts.quote_query(text.replace('"', " ")) + ")" if fts.quote_query(text) else ""
+
+
+class Baseline:
+    """The plain query on a raw connection: every word OR-ed, ranked by bm25 / ts_rank_cd, LIMIT 20."""
+
+    def __init__(self, vendor: str, settings_dict: dict):
+        self.vendor = vendor
+        if vendor == "sqlite":
+            self.db = sqlite3.connect(settings_dict["NAME"])
+        else:
+            import psycopg
+
+            self.db = psycopg.connect(host=settings_dict["HOST"], port=settings_dict["PORT"],
+                                      user=settings_dict["USER"], dbname=settings_dict["NAME"],
+                                      password=settings_dict.get("PASSWORD") or None, autocommit=True)
+
+    def messages(self, text: str, filters: dict, limit: int = 20) -> list[int]:
+        where = " AND ".join(f"m.{k} = {'?' if self.vendor == 'sqlite' else '%s'}" for k in filters)
+        if self.vendor == "sqlite":
+            match = plain_match(text)
+            if not match:
+                return []
+            sql = (f"SELECT m.id FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts "
+                   f"MATCH ? AND {where} ORDER BY bm25(messages_fts, 1, 0, 0, 0, 0, 0) LIMIT {limit}")
+            return [r[0] for r in self.db.execute(sql, [match, *filters.values()]).fetchall()]
+        words = [w for w in text.replace('"', " ").split() if any(c.isalnum() for c in w)]
+        if not words:
+            return []
+        q = " || ".join(["plainto_tsquery('english', %s)"] * len(words))
+        sql = (f"SELECT m.id FROM messages m WHERE m.search_vector @@ ({q}) AND {where} "
+               f"ORDER BY ts_rank_cd(m.search_vector, ({q})) DESC LIMIT {limit}")
+        return [r[0] for r in self.db.execute(sql, [*words, *filters.values(), *words]).fetchall()]
+
+    def memories(self, text: str, filters: dict, limit: int = 20) -> list[int]:
+        where = " AND ".join(f"m.{k} = {'?' if self.vendor == 'sqlite' else '%s'}" for k in filters)
+        if self.vendor == "sqlite":
+            match = plain_match(text).replace("{content}", "{key value}")
+            if not match:
+                return []
+            sql = (f"SELECT m.id FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts "
+                   f"MATCH ? AND {where} AND m.archived_at IS NULL ORDER BY bm25(memories_fts, 1, 1, 0, 0) "
+                   f"LIMIT {limit}")
+            return [r[0] for r in self.db.execute(sql, [match, *filters.values()]).fetchall()]
+        words = [w for w in text.replace('"', " ").split() if any(c.isalnum() for c in w)]
+        if not words:
+            return []
+        q = " || ".join(["plainto_tsquery('english', %s)"] * len(words))
+        sql = (f"SELECT m.id FROM memories m WHERE m.search_vector @@ ({q}) AND {where} AND m.archived_at IS NULL "
+               f"ORDER BY ts_rank_cd(m.search_vector, ({q})) DESC LIMIT {limit}")
+        return [r[0] for r in self.db.execute(sql, [*words, *filters.values(), *words]).fetchall()]
+
+
+def _timed(fn) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = fn()
+    return (time.perf_counter() - start) * 1000, out
+
+
+def measure(world: World, baseline: Baseline, repeat: int, seed: int = 5) -> list[dict]:
+    from memory.conversations import ConversationKey
+    from memory.models import Message
+    from memory.tools import ToolContext, run_tool
+
+    rng = random.Random(seed)
+    max_id = Message.objects.order_by("-id").values_list("id", flat=True).first()
+    sample = []
+    while len(sample) < repeat:
+        row = Message.objects.filter(id=rng.randrange(1, max_id + 1)).values_list(
+            "agent_id", "content", "owner_id", "channel", "chat_id", "thread_scope").first()
+        if row and row[0] == "main":
+            sample.append(row)
+    classes = query_classes(world, sample, repeat)
+    results = []
+    for source in ("history", "memories"):
+        for scope in ("current", "owner", "all"):
+            for name, texts in classes.items():
+                service, plain = [], []
+                for (agent, _, owner, channel, chat, thread), text in zip(sample, texts, strict=False):
+                    ctx = ToolContext(agent_id=agent, owner_id=owner, trust="operator",
+                                      conversation=ConversationKey(channel, chat, thread))
+                    ms, _ = _timed(lambda ctx=ctx, text=text, scope=scope, source=source: run_tool(
+                        "memory_recall", ctx, {"query": text, "scope": scope, "source": source, "limit": 20}))
+                    service.append(ms)
+                    filters = {"agent_id": agent}
+                    if source == "history":
+                        if scope == "owner":
+                            filters["owner_id"] = owner
+                        elif scope == "current":
+                            filters.update(channel=channel, chat_id=chat, thread_scope=thread)
+                        plain.append(_timed(lambda t=text, f=filters: baseline.messages(t, f))[0])
+                    else:
+                        if scope != "all":
+                            filters["owner_id"] = owner
+                        plain.append(_timed(lambda t=text, f=filters: baseline.memories(t, f))[0])
+                results.append({"source": source, "scope": scope, "class": name,
+                                "service": summary(service), "plain": summary(plain)})
+                s, p = results[-1]["service"], results[-1]["plain"]
+                print(f"  {source:8} {scope:7} {name:14} service p50 {s['p50']:7.2f} p95 {s['p95']:7.2f} | "
+                      f"plain p50 {p['p50']:8.2f} p95 {p['p95']:8.2f}", flush=True)
+    return results
+
+
+def evaluate(baseline: Baseline) -> dict:
+    """recall@10 of the evaluation questions, per scope, for memory_recall and the plain baselines."""
+    from memory.conversations import ConversationKey
+    from memory.models import Message
+    from memory.tools import ToolContext, run_tool
+
+    rows = list(Message.objects.filter(agent_id="main", owner_id=recall_eval.OWNER, channel=recall_eval.CHANNEL,
+                                       chat_id=recall_eval.CHAT).order_by("id").values_list("id", flat=True))
+    tags = {tag: pk for (tag, *_), pk in zip(recall_eval.messages(), rows, strict=True) if tag}
+    answers = [{tags[t] for t in want} for _, want in recall_eval.QUESTIONS]
+    ctx = ToolContext(agent_id="main", owner_id=recall_eval.OWNER, trust="operator",
+                      conversation=ConversationKey(recall_eval.CHANNEL, recall_eval.CHAT))
+    scopes = {"current": {"channel": recall_eval.CHANNEL, "chat_id": recall_eval.CHAT, "thread_scope": "root"},
+              "owner": {"owner_id": recall_eval.OWNER}, "all": {}}
+    out = {}
+    for scope, filters in scopes.items():
+        found = [[d["id"] for d in run_tool("memory_recall", ctx, {"query": q, "scope": scope, "source": "history",
+                                                                   "limit": 10}).data or []]
+                 for q, _ in recall_eval.QUESTIONS]
+        plain = [baseline.messages(q, {"agent_id": "main", **filters}, 10) for q, _ in recall_eval.QUESTIONS]
+        out[scope] = {"memory_recall": recall_eval.recall_at(found, answers),
+                      "plain": recall_eval.recall_at(plain, answers),
+                      "missed": [q for (q, _), f, a in zip(recall_eval.QUESTIONS, found, answers, strict=True)
+                                 if not a & set(f[:10])]}
+        print(f"  recall@10 {scope:7} memory_recall {out[scope]['memory_recall']:.2f}  plain {out[scope]['plain']:.2f}",
+              flush=True)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--home", default="", help="FERMIX_HOME to build into (a throw-away folder)")
+    parser.add_argument("--reuse", action="store_true", help="reuse the database already built in --home")
+    parser.add_argument("--repeat", type=int, default=200, help="queries per class and scope")
+    parser.add_argument("--postgres", action="store_true", help="use DATABASE_URL (PostgreSQL)")
+    parser.add_argument("--json", default="", help="also write the figures to this file")
+    args = parser.parse_args()
+    if not args.postgres:
+        os.environ.pop("DATABASE_URL", None)
+    home = args.home or None
+    if home:
+        Path(home).mkdir(parents=True, exist_ok=True)
+    db_exists = bool(home) and (Path(home) / "memory.db").exists()
+    setup_django(home)
+    from django.db import connection
+
+    world = World(args.messages)
+    if not args.reuse or (not args.postgres and not db_exists):
+        print(f"building {args.messages:,} messages ({connection.vendor})", flush=True)
+        if args.postgres:
+            build_postgres(world)
+        else:
+            build_sqlite(connection.settings_dict["NAME"], world)
+    baseline = Baseline(connection.vendor, connection.settings_dict)
+    print(f"# recall — {time.strftime('%Y-%m-%d')} — {machine()} — {connection.vendor}", flush=True)
+    timings = measure(world, baseline, args.repeat)
+    relevance = evaluate(baseline)
+    report = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "vendor": connection.vendor,
+              "messages": args.messages, "repeat": args.repeat, "timings": timings, "relevance": relevance}
+    print_table(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+
+
+def print_table(report: dict) -> None:
+    print("\n| source | scope | query class | memory_recall p50 ms | p95 ms | plain p50 ms | p95 ms | p95 ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in report["timings"]:
+        s, p = r["service"], r["plain"]
+        ratio = s["p95"] / p["p95"] if p["p95"] else math.nan
+        print(f"| {r['source']} | {r['scope']} | {r['class']} | {s['p50']:.2f} | {s['p95']:.2f} | {p['p50']:.2f} | "
+              f"{p['p95']:.2f} | {ratio:.3f} |")
+    print("\n| scope | memory_recall recall@10 | plain bm25 recall@10 |")
+    print("|---|---|---|")
+    for scope, r in report["relevance"].items():
+        print(f"| {scope} | {r['memory_recall']:.2f} | {r['plain']:.2f} |")
+    for scope, r in report["relevance"].items():
+        if r["missed"]:
+            print(f"missed ({scope}): {'; '.join(r['missed'])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""What a query means: content words, stems like the index's, weights for names and numbers, phrases; the plan."""
+
+import pytest
+
+from memory.search import plan
+from memory.search.text import analyse, fts_string, stem, words
+
+
+@pytest.mark.parametrize("word, expected", [
+    ("caresses", "caress"), ("ponies", "poni"), ("cats", "cat"), ("agreed", "agre"), ("feed", "feed"),
+    ("plastered", "plaster"), ("motoring", "motor"), ("sing", "sing"), ("conflated", "conflat"),
+    ("hopping", "hop"), ("falling", "fall"), ("filing", "file"), ("happy", "happi"), ("sky", "sky"),
+    ("relational", "relat"), ("conditional", "condit"), ("generalization", "gener"), ("running", "run"),
+    ("marathons", "marathon"), ("started", "start"), ("classes", "class"), ("pottery", "potteri"),
+    ("triplicate", "triplic"), ("electrical", "electr"), ("adjustable", "adjust"), ("controlling", "control"),
+    ("roll", "roll"), ("2019", "2019"), ("é", "é"), ("ab", "ab"),
+])
+def test_stems_follow_the_porter_algorithm(word, expected):
+    assert stem(word) == expected
+
+
+def test_words_are_folded_like_the_index_folds_them():
+    assert words("Naïve CAFÉ, node.js & C++ — 🙂 x_y") == ["naive", "cafe", "node", "js", "c", "x", "y"]
+
+
+def test_a_question_keeps_its_content_words():
+    query = analyse("When did she start the pottery class?")
+    assert [t.word for t in query.terms] == ["start", "pottery", "class"]
+    assert not query.require_all and query.phrases == []
+
+
+def test_names_and_numbers_weigh_more_except_a_capital_that_starts_a_sentence():
+    query = analyse("Did Maya move in 2019? Pottery was fun.")
+    weights = {t.word: t.weight for t in query.terms}
+    assert weights["maya"] > 1 and weights["2019"] > 1
+    assert weights["move"] == 1 and weights["pottery"] == 1 and weights["fun"] == 1
+
+
+def test_words_with_the_same_stem_count_once():
+    assert [t.stem for t in analyse("class classes classed").terms] == ["class"]
+
+
+def test_quoted_text_is_a_phrase_and_its_words_are_terms():
+    query = analyse('did she say "green tea" or "x"?')
+    assert query.phrases == [("green", "tea")]
+    assert [t.word for t in query.terms] == ["green", "tea", "x"]
+
+
+def test_stop_words_alone_need_every_word():
+    query = analyse("The Who?")
+    assert query.require_all and [t.word for t in query.terms] == ["the", "who"]
+
+
+def test_text_without_words_is_empty():
+    for text in ("", "   ", "?!", "🙂", '""', "--"):
+        assert not analyse(text)
+
+
+def test_fts_strings_double_embedded_quotes():
+    assert fts_string('a"b') == '"a""b"'
+    assert fts_string(("green", "tea")) == '"green tea"'
+
+
+def test_document_frequency_is_counted_when_few_and_estimated_when_many():
+    assert plan.estimate_df([90, 50, 10], probe=5, max_id=100) == 3
+    # The newest 5 matches reach back over the last 10 of 1000 rows: about half the table.
+    assert plan.estimate_df([1000, 998, 996, 994, 991], probe=5, max_id=1000) == 500
+
+
+def test_the_plan_starts_with_phrases_and_the_rarest_terms_and_skips_very_common_ones():
+    query = analyse('"pottery class" start Clayworks')
+    df = {"potteri": 50, "class": 800, "start": 90_000, "claywork": 3}
+    passes = plan.passes(query, df, total=1_000_000)
+    assert passes[0].words == (("pottery", "class"),)
+    assert passes[1].words == (("clayworks",), ("pottery",), ("class",), ("start",))
+    singles = [p.words for p in passes if len(p.words) == 1 and len(p.words[0]) == 1]
+    assert singles == [(("clayworks",),), (("pottery",),), (("class",),)]
+
+
+def test_collect_stops_at_the_budget():
+    calls = []
+
+    def run(step):
+        calls.append(step)
+        return list(range(len(calls) * 100, len(calls) * 100 + step.limit))
+
+    steps = [plan.Pass((("a",),), 150)] * 5
+    ids, cut = plan.collect(steps, run, budget=250)
+    assert len(calls) == 2 and len(ids) == 250 and cut

@@ -1,0 +1,53 @@
+"""The search schema of each database: what migration 0004 creates, and that it goes back and forth."""
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
+
+from memory import fts
+from memory.models import Message
+from memory.search import search_messages
+
+pytestmark = pytest.mark.storage
+
+
+def _columns(table):
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {table} LIMIT 0")
+        return tuple(c[0] for c in cursor.description)
+
+
+def _migrate(target):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate([("memory", target)])
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite FTS5 mirrors")
+def test_the_sqlite_mirrors_index_text_and_scope_columns():
+    assert _columns("messages_fts") == ("content", "agent_id", "owner_id", "channel", "chat_id", "thread_scope")
+    assert _columns("memories_fts") == ("key", "value", "agent_id", "owner_id")
+    assert fts.missing_triggers(connection) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0004_goes_back_and_forth_and_search_follows():
+    Message.objects.create(agent_id="main", channel="t", chat_id="1", role="user", content="walnut harbor",
+                           created_at=timezone.now())
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("memory")[0][1]
+    try:
+        _migrate("0003_review_runs")
+        if connection.vendor == "sqlite":
+            assert _columns("messages_fts") == ("content",)
+            assert fts.integrity_check(connection) == []
+        else:
+            assert "search_vector" not in _columns("messages")
+    finally:
+        _migrate(latest)
+    if connection.vendor == "sqlite":
+        assert fts.missing_triggers(connection) == [] and fts.integrity_check(connection) == []
+    found = search_messages(query="harbor", filters={"agent_id": "main", "chat_id": "1"})
+    assert [m.content for m in found] == ["walnut harbor"]
+    Message.objects.all().delete()
