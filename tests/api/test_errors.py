@@ -8,7 +8,7 @@ from django.test import Client
 from tests.api.conftest import BASE, Caller, error_of
 from tests.api.test_authorisation import ENDPOINTS, world  # noqa: F401 - the fixture
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.storage]
 
 MESSAGES = BASE + "/agents/main/conversations/telegram:1/messages"
 MIB = 1024 * 1024

@@ -24,7 +24,7 @@ from tests.api.conftest import error_of
 from tests.api.model_script import Script
 from tests.fakeprovider import Reply, error, provider_config_toml, tool_call, use_config
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.storage]
 
 
 def soon(**delta):
