@@ -67,12 +67,12 @@ class ConversationKey:
         if (
             len(parts) != 3
             or not CHANNEL_RE.fullmatch(parts[0])
-            or not all(PART_RE.fullmatch(p) for p in parts[1:])
+            or not all(PART_RE.fullmatch(p) and p not in {".", ".."} for p in parts[1:])
         ):
             raise ConversationError(
                 "invalid_conversation",
                 f"conversation key {text!r} is invalid: use <channel>:<chat_id>[:<thread_scope>] "
-                "(channel of A-Z a-z 0-9 _ . -; no ':', '/', '\\' or spaces in the parts)",
+                "(channel of A-Z a-z 0-9 _ . -; no ':', '/', '\\', spaces, '.' or '..' as parts)",
             )
         return cls(*parts)
 

@@ -13,8 +13,9 @@ DEVICE_RE = re.compile(r"^[A-Za-z0-9_.@+=-]{1,200}$")
 
 def realtime_conversation(device_id: str) -> ConversationKey:
     """Each device has its own realtime conversation: `realtime:<device_id>:root`."""
-    if not isinstance(device_id, str) or not DEVICE_RE.fullmatch(device_id):
-        raise ConversationError("invalid_device", "device_id must be 1-200 of A-Z a-z 0-9 _ . @ + = -")
+    if not isinstance(device_id, str) or not DEVICE_RE.fullmatch(device_id) or device_id in {".", ".."}:
+        raise ConversationError("invalid_device", "device_id must be 1-200 of A-Z a-z 0-9 _ . @ + = - "
+                                                  "(not '.' or '..')")
     return ConversationKey("realtime", device_id, "root")
 
 
