@@ -19,6 +19,7 @@ from jobs.services import (
 )
 from memory.conversations import message_append
 from memory.models import Memory, MemorySource
+from memory.tools import ToolContext, run_tool
 from resources.bootstrap import bootstrap_seed
 from tests.api.conftest import error_of
 from tests.api.model_script import Script
@@ -86,6 +87,8 @@ def test_every_job_has_its_memory_source(home):
     job = new_job()
     source = MemorySource.objects.get(key=f"job:{job.pk}")
     assert (source.source_type, source.name, job.memory_source_id) == ("job", "digest", source.pk)
+    listed = run_tool("memory_sources_list", ToolContext(agent_id="main", owner_id="default"), {})
+    assert [(s["key"], s["source_type"]) for s in listed.data] == [(f"job:{job.pk}", "job")]
 
 
 def test_pausing_removes_the_schedule_and_resuming_plans_the_next_run(home):
