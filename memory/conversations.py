@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from fermix_site import generations
 from fermix_site.conf import conf, valid_id
+from memory.errors import CodedError
 from memory.models import Conversation, Message, Role, Trust
 
 logger = logging.getLogger("fermix.memory")
@@ -39,12 +40,8 @@ _INSERT_SQL = 'INSERT INTO "{}" ({}) VALUES ({}) RETURNING "{}"'.format(
 )
 
 
-class ConversationError(ValueError):
+class ConversationError(CodedError):
     """Invalid input to the conversation store; `code` names the problem for API errors."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from fermix_site import generations
 from fermix_site.conf import conf, valid_id
+from memory.errors import CodedError
 from memory.models import Conversation, Memory, MemoryEvent, MemorySource, Message, ReviewState
 from resources import files
 from resources.catalog import is_file_backed
@@ -29,10 +30,8 @@ EXPORT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 MODELS = (MemorySource, Conversation, Message, Memory, MemoryEvent, ReviewState, Resource, ResourceRevision)
 
 
-class PortabilityError(ValueError):
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
+class PortabilityError(CodedError):
+    """An export or import refused; nothing was written."""
 
 
 def _selection(agent_id: str | None, owner_id: str | None) -> dict:

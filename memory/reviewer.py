@@ -19,6 +19,7 @@ from fermix_site.conf import conf
 from memory import review_ops
 from memory.admission import Writer
 from memory.conversations import ConversationKey
+from memory.errors import CodedError
 from memory.models import Conversation, MemorySource, Message, ReviewOperation, ReviewRun, ReviewState, Role, Trust
 from memory.prompt_files import FILE_NAMES, prompt_files_rebuild, render_for_agent
 from memory.rows import memory_archive, memory_revert
@@ -254,10 +255,8 @@ def review_start_background(*, agent_id: str, conversation: str | ConversationKe
     return "queued"
 
 
-class UndoError(Exception):
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
+class UndoError(CodedError):
+    """An undo refused; nothing was reversed."""
 
 
 def _undo_one(operation: ReviewOperation, actor: str, run_id: int) -> None:

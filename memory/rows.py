@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from fermix_site import generations
 from fermix_site.conf import valid_id
+from memory.errors import CodedError
 from memory.models import Category, Memory, MemoryEvent, MemorySource, PromoteTarget, ScopeType
 
 MAX_VALUE_CHARS = 200
@@ -31,12 +32,8 @@ PROMOTE_TARGETS = {
 _row_cache = generations.local_cache(max_entries=8192)
 
 
-class MemoryRowError(ValueError):
+class MemoryRowError(CodedError):
     """A refused memory write; `code` names the problem (for API errors and review-op skip reasons)."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 NOT_FOUND = "not_found"
