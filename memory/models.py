@@ -161,6 +161,13 @@ class Memory(models.Model):
                 name="memories_promoted_idx",
                 condition=Q(archived_at__isnull=True),
             ),
+            # The prompt-file rebuild: each section's newest rows and the count of the rest, from the
+            # index alone (an owner may hold tens of thousands of rows).
+            models.Index(
+                fields=["agent_id", "owner_id", "category", "scope_type", "updated_at"],
+                name="memories_render_idx",
+                condition=Q(archived_at__isnull=True),
+            ),
         ]
 
     @property

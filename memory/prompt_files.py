@@ -104,29 +104,42 @@ def render(resource_type: str, rows: list[Memory], budget: int, *, over_cap: int
     return result
 
 
-def _candidates(agent_id: str, resource_type: str):
-    """Live rows of the agent's owner that may render into the file, by the scope rules.
+# The scope rules, by category: USER.md renders user-profile rows at owner (or conversation) scope;
+# MEMORY.md renders directives at agent or owner scope (a conversation-scoped directive never renders)
+# and context at agent, owner or conversation scope. Job-scoped rows never render.
+RENDER_SCOPES = {
+    Category.IDENTITY: (ScopeType.OWNER, ScopeType.CONVERSATION),
+    Category.PREFERENCE: (ScopeType.OWNER, ScopeType.CONVERSATION),
+    Category.INTEREST: (ScopeType.OWNER, ScopeType.CONVERSATION),
+    Category.GOAL: (ScopeType.OWNER, ScopeType.CONVERSATION),
+    Category.DIRECTIVE: (ScopeType.AGENT, ScopeType.OWNER),
+    Category.CONTEXT: (ScopeType.AGENT, ScopeType.OWNER, ScopeType.CONVERSATION),
+}
 
-    USER.md: user-profile rows at owner (or conversation) scope. MEMORY.md: directives at agent or
-    owner scope (a conversation-scoped directive never renders) and context at agent, owner or
-    conversation scope. Job-scoped rows never render. Rows of other owners never render.
-    """
-    base = Memory.objects.filter(agent_id=agent_id, owner_id=conf.memory.owner_id, archived_at__isnull=True)
-    if resource_type == "user_md":
-        return base.filter(category__in=[s.category for s in USER_SECTIONS],
-                           scope_type__in=[ScopeType.OWNER, ScopeType.CONVERSATION])
-    return base.filter(
-        Q(category=Category.DIRECTIVE, scope_type__in=[ScopeType.AGENT, ScopeType.OWNER])
-        | Q(category=Category.CONTEXT, scope_type__in=[ScopeType.AGENT, ScopeType.OWNER, ScopeType.CONVERSATION])
-    )
+
+def _section_rows(agent_id: str, category: str):
+    """Live rows of the agent's owner that may render into one section. One category and a list of
+    scope types, so the partial index `memories_render_idx` answers both the newest rows and the
+    count of the rest without reading the table (an OR across categories would not use it)."""
+    return Memory.objects.filter(agent_id=agent_id, owner_id=conf.memory.owner_id, archived_at__isnull=True,
+                                 category=category, scope_type__in=RENDER_SCOPES[category])
+
+
+def _candidates(agent_id: str, resource_type: str):
+    """Live rows of the agent's owner that may render into the file, by the scope rules (RENDER_SCOPES).
+    Rows of other owners never render."""
+    allowed = Q()
+    for section in FILES[resource_type]:
+        allowed |= Q(category=section.category, scope_type__in=RENDER_SCOPES[section.category])
+    return Memory.objects.filter(agent_id=agent_id, owner_id=conf.memory.owner_id, archived_at__isnull=True).filter(
+        allowed)
 
 
 def render_for_agent(agent_id: str, resource_type: str) -> Rendered:
     """Load only each section's newest `cap` rows (and count the rest), then render."""
-    candidates = _candidates(agent_id, resource_type)
     rows, over_cap = [], 0
     for section in FILES[resource_type]:
-        in_section = candidates.filter(category=section.category).order_by("-updated_at", "-id")
+        in_section = _section_rows(agent_id, section.category).order_by("-updated_at", "-id")
         newest = list(in_section.only("id", "category", "value", "updated_at")[: section.cap])
         rows.extend(newest)
         if len(newest) == section.cap:
