@@ -192,7 +192,7 @@ SCREENSHOTS = [
     ("dashboard", lambda w: reverse("fermix-dashboard")),
     ("messages-search", lambda w: reverse("admin:memory_message_changelist") + "?q=lisbon+morning"),
     ("memories", lambda w: reverse("admin:memory_memory_changelist")),
-    ("memory-row", lambda w: reverse("admin:memory_memory_change", args=[w.fact.id])),
+    ("memory-row", lambda w: reverse("admin:memory_memory_change", args=[Memory.objects.get(key="home_city").id])),
     ("resource-history", lambda w: reverse("admin:resources_resource_change", args=[w.soul.pk])),
     ("diff", lambda w: reverse("admin:resources_resource_diff", args=[w.soul.pk]) + "?a=1&b=2"),
     ("rollback-preview", lambda w: reverse("admin:resources_resource_rollback",
