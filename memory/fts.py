@@ -162,5 +162,6 @@ def quote_query(text: str) -> str:
     (with embedded quotes doubled) makes each one a plain string, so `C++`, `node.js` or a lone `(`
     never raise. Returns "" when the text has nothing searchable.
     """
-    tokens = [t for t in text.split() if any(ch.isalnum() for ch in t)]
+    # A NUL would end the FTS5 string literal early ("unterminated string"): it is never text to search.
+    tokens = [t for t in text.replace("\x00", " ").split() if any(ch.isalnum() for ch in t)]
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)

@@ -1,5 +1,7 @@
 """Property-based tests: any query text and any message content are handled, never raise, lose nothing."""
 
+import uuid
+
 import pytest
 from django.db import connection
 from hypothesis import HealthCheck, given, settings
@@ -41,22 +43,24 @@ TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1,
 @SETTINGS
 @given(contents=st.lists(TEXT, min_size=1, max_size=5))
 def test_any_message_content_is_stored_exactly_and_found_by_its_words(contents):
-    Message.objects.all().delete()
+    conversation = f"t:{uuid.uuid4().hex}"  # each example its own conversation
     stored = []
     for content in contents:
         try:
-            stored.append(message_append(agent_id="main", conversation="t:1", role="user", content=content))
+            stored.append(message_append(agent_id="main", conversation=conversation, role="user", content=content))
         except ConversationError as exc:
             assert exc.code == "invalid_content" and "\x00" in content
-    window = window_read(agent_id="main", conversation="t:1")
+    window = window_read(agent_id="main", conversation=conversation)
     assert [m.content for m in window] == [m.content for m in stored]
-    assert [m.content for m in Message.objects.order_by("id")] == [m.content for m in stored]
+    rows = Message.objects.filter(chat_id=conversation.split(":")[1]).order_by("id")
+    assert [m.content for m in rows] == [m.content for m in stored]
     if connection.vendor == "sqlite":
         assert fts.integrity_check(connection) == []
     for message in stored:
         words = [w for w in message.content.split() if w.isalnum() and w.isascii()]
         if words:
-            found = search_messages(query=words[0], filters={"agent_id": "main"}, limit=100)
+            found = search_messages(query=words[0], limit=100,
+                                    filters={"agent_id": "main", "chat_id": conversation.split(":")[1]})
             assert message.id in [m.id for m in found]
 
 
