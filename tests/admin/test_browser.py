@@ -100,7 +100,7 @@ def operator(browser, live_server, staff):
 
 def test_log_in_and_search_messages(operator, world):
     say("She runs along the river every morning")
-    say("The weather is grey today")
+    say("The weather is grey today", conversation="discord:5")
     operator.open(reverse("admin:memory_message_changelist"))
     operator.find("#searchbar").send_keys("running river")
     operator.click("#changelist-search input[type=submit]")
