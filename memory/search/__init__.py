@@ -47,7 +47,7 @@ def _where(alias: str, filters: dict, *, by_key: bool = False) -> tuple[str, lis
     """SQL for `filters`. `by_key`: rows are found by primary key, so the filters must not pick an index
     (unary `+`): without statistics SQLite would scan `agent_id`'s index instead of looking up 80 ids."""
     clauses, params = [], []
-    plus = "+" if by_key else ""
+    plus = "+" if by_key and connection.vendor == "sqlite" else ""
     for column, value in filters.items():
         if value is None:
             continue
