@@ -29,7 +29,7 @@ def staff(db):
 
 
 @pytest.fixture
-def helper_staff(db):
+def viewer(db):
     """Staff without superuser rights: may look, may not change settings."""
     user = get_user_model().objects.create_user("viewer", "v@example.com", "viewer-password-1", is_staff=True)
     return user

@@ -46,8 +46,8 @@ def test_invalid_values_are_refused_naming_the_key_and_nothing_is_written(consol
     assert "must be a number" in html and config_text(home) == OTHER
 
 
-def test_staff_without_superuser_rights_cannot_change_settings(client, helper_staff, home):
-    client.force_login(helper_staff)
+def test_staff_without_superuser_rights_cannot_change_settings(client, viewer, home):
+    client.force_login(viewer)
     assert client.get(URL).status_code == 200
     client.post(URL, {"review_interval_hours": "6", "threshold": "0.7"})
     assert not (home.home / "config.toml").exists()
