@@ -24,16 +24,17 @@ run: $(VENV)/.installed
 	$(PY) manage.py ensure_admin
 	exec $(PY) manage.py serve
 
+# The whole suite on SQLite, then again on PostgreSQL (the browser tests only once: they test pages).
 test: $(VENV)/.dev-installed
 	bash scripts/test-setup.sh
 	$(PY) -m pytest
-	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "storage"
+	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "not browser"
 
 test-sqlite: $(VENV)/.dev-installed
 	$(PY) -m pytest
 
 test-postgres: $(VENV)/.dev-installed
-	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "storage"
+	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "not browser"
 
 soak: $(VENV)/.dev-installed
 	$(PY) -m bench.load --seconds $${SOAK_SECONDS:-600}
