@@ -73,3 +73,14 @@ def test_the_smoke_list_covers_every_console_url_we_define(world):
     visited = {name.removeprefix("admin:") for name in console_urls(world)}
     missing = {n for n in defined if n not in visited and not n.endswith(("_delete", "_add"))}
     assert missing == set()
+
+
+def test_a_logged_in_user_who_is_not_staff_is_sent_to_the_login_page_too(client, world):
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user("member", "m@example.com", "member-password-1", is_staff=False)
+    client.force_login(user)
+    for name, url in console_urls(world).items():
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith(reverse("admin:login")), (name, url)
+    assert client.post(reverse("fermix-settings"), {"review_interval_hours": "1"}).status_code == 302
