@@ -14,13 +14,17 @@ from dataclasses import dataclass, field
 
 from django.db.models import Q
 
+from fermix_site import generations
 from fermix_site.conf import conf
 from memory.models import Category, Memory, ScopeType
+from memory.rows import generation_name as memories_generation
 
 logger = logging.getLogger("fermix.memory")
 
 VALUE_LIMIT = 200
 ELLIPSIS = "…"
+
+_render_cache = generations.local_cache(max_entries=512)
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,15 @@ def _candidates(agent_id: str, resource_type: str):
 
 
 def render_for_agent(agent_id: str, resource_type: str) -> Rendered:
+    """The file as the agent owner's rows render it now. Cached per process against the agent's
+    `memories:` generation: a review renders both files for the model, then again to rebuild them,
+    and composes and the console render them too. Treat the result as read-only."""
+    key = (agent_id, resource_type, conf.memory.owner_id, token_cap(resource_type))
+    return _render_cache.read_through(key, [memories_generation(agent_id)],
+                                      lambda: _render_from_rows(agent_id, resource_type))
+
+
+def _render_from_rows(agent_id: str, resource_type: str) -> Rendered:
     """Load only each section's newest `cap` rows (and count the rest), then render."""
     rows, over_cap = [], 0
     for section in FILES[resource_type]:
