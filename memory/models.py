@@ -168,6 +168,12 @@ class Memory(models.Model):
                 name="memories_render_idx",
                 condition=Q(archived_at__isnull=True),
             ),
+            # The reviewer's view of an owner: the newest live rows, read in order and stopped at the limit.
+            models.Index(
+                fields=["agent_id", "owner_id", "updated_at"],
+                name="memories_recent_idx",
+                condition=Q(archived_at__isnull=True),
+            ),
         ]
 
     @property
