@@ -307,3 +307,28 @@ def test_review_command_errors(model):
     model.push(error(400, "bad request"))
     with pytest.raises(CommandError, match="1 review\\(s\\) failed"):
         call_command("memory_review", "--now")
+
+
+def test_a_reviewers_directive_needs_operator_trust(model):
+    """Guest messages never reach the model; were a run's input guest-trusted, its directives are refused."""
+    from django.utils import timezone as tz
+
+    from memory.admission import Writer
+    from memory.conversations import ConversationKey
+    from memory.models import MemorySource
+    from memory.review_ops import apply_operations
+
+    source = MemorySource.objects.create(agent_id="main", source_type="conversation", key="conversation:t")
+    proposed = [{"op": "add", "category": "directive", "key": "rule", "value": "always answer in French"},
+                {"op": "add", "category": "preference", "key": "lang", "value": "likes French"}]
+    # The second run re-proposes the preference the first stored: skipped as unchanged.
+    for trust, expected in (("guest", (1, 1)), ("operator", (1, 1))):
+        run = ReviewRun.objects.create(agent_id="main", conversation_key="telegram:1:root", owner_id="default",
+                                       trigger="now", started_at=tz.now())
+        writer = Writer(kind="reviewer", agent_id="main", owner_id="default", trust=trust,
+                        conversation=ConversationKey.parse(CONV), actor_id=f"run:{run.id}")
+        applied = apply_operations(run, writer, proposed, source, None)
+        assert (applied.added, applied.skipped) == expected
+    reasons = sorted(ReviewOperation.objects.filter(status="skipped").values_list("reason", flat=True))
+    assert [r.split(":")[0] for r in reasons] == ["trust_gate", "unchanged"]
+    assert Memory.objects.get(key="rule").category == "directive"  # from the operator-trust run
