@@ -200,10 +200,14 @@ def _load_window(agent_id: str, key: ConversationKey) -> tuple[Message, ...]:
         return ()
     rows = Message.objects.filter(
         agent_id=agent_id, id__gte=conversation.window_start_id, **key.filter()
-    ).exclude(kind="checkpoint").order_by("created_at", "id")
+    ).exclude(kind="checkpoint")
     bound = conf.memory.max_conversation_history
     if bound is not None:
-        rows = reversed(list(rows.reverse()[:bound]))
+        rows = reversed(list(rows.order_by("-created_at", "-id")[:bound]))
+    else:
+        # Read by id so the index range starts at the window (not at the conversation's first message),
+        # then put the window in time order here.
+        rows = sorted(rows.order_by("id"), key=lambda message: (message.created_at, message.id))
     head = []
     if conversation.pinned_message_ids:
         head += Message.objects.filter(pk__in=conversation.pinned_message_ids).order_by("id")

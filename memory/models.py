@@ -93,6 +93,9 @@ class Message(models.Model):
                 name="messages_conversation_idx",
             ),
             models.Index(fields=["agent_id", "owner_id", "id"], name="messages_owner_idx"),
+            # A conversation's messages from an id on (the window after its start, the reviewer's rows
+            # after its cursor) without reading the conversation's whole history first.
+            models.Index(fields=["agent_id", "channel", "chat_id", "thread_scope", "id"], name="messages_window_idx"),
         ]
 
     @property
