@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from django.db import OperationalError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from fermix_site import generations
@@ -198,22 +199,26 @@ def _load_window(agent_id: str, key: ConversationKey) -> tuple[Message, ...]:
     conversation = Conversation.objects.filter(agent_id=agent_id, key=str(key)).first()
     if conversation is None:
         return ()
-    rows = Message.objects.filter(
-        agent_id=agent_id, id__gte=conversation.window_start_id, **key.filter()
-    ).exclude(kind="checkpoint")
+    start = conversation.window_start_id
+    in_window = Q(agent_id=agent_id, id__gte=start, **key.filter()) & ~Q(kind="checkpoint")
+    head_ids = list(conversation.pinned_message_ids or [])
+    if conversation.checkpoint_message_id:
+        head_ids.append(conversation.checkpoint_message_id)
     bound = conf.memory.max_conversation_history
     if bound is not None:
-        rows = reversed(list(rows.order_by("-created_at", "-id")[:bound]))
+        rows = list(reversed(Message.objects.filter(in_window).order_by("-created_at", "-id")[:bound]))
+        fetched = {m.id: m for m in Message.objects.filter(pk__in=head_ids)} if head_ids else {}
     else:
-        # Read by id so the index range starts at the window (not at the conversation's first message),
-        # then put the window in time order here.
-        rows = sorted(rows.order_by("id"), key=lambda message: (message.created_at, message.id))
-    head = []
-    if conversation.pinned_message_ids:
-        head += Message.objects.filter(pk__in=conversation.pinned_message_ids).order_by("id")
-    if conversation.checkpoint_message_id:
-        head += Message.objects.filter(pk=conversation.checkpoint_message_id)
-    return tuple(head) + tuple(rows)
+        # One query, by id, so the index range starts at the window (not at the conversation's first
+        # message) and the pinned messages and the checkpoint come along; time order is put here.
+        found = list(Message.objects.filter(in_window | Q(pk__in=head_ids)) if head_ids
+                     else Message.objects.filter(in_window))
+        fetched = {m.id: m for m in found}
+        rows = sorted((m for m in found if m.id >= start and m.kind != "checkpoint"),
+                      key=lambda message: (message.created_at, message.id))
+    pinned = [fetched[i] for i in sorted(conversation.pinned_message_ids or []) if i in fetched]
+    checkpoint = fetched.get(conversation.checkpoint_message_id)
+    return tuple(pinned) + ((checkpoint,) if checkpoint else ()) + tuple(rows)
 
 
 def window_read(*, agent_id: str, conversation: str | ConversationKey, limit: int | None = None) -> list[Message]:
