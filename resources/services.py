@@ -170,9 +170,12 @@ class LockedFile:
         except InvalidContent as exc:
             log.warning("not recording %s: %s", self.path, exc.message)
             return None
-        source = MutationSource.IMPORTED if self.current is None else MutationSource.MANUAL_EDIT
+        current = self.current
+        if current is not None and current.content_hash == content_hash(content):
+            return None
+        source = MutationSource.IMPORTED if current is None else MutationSource.MANUAL_EDIT
         provenance = {"path": str(self.path), "detected_during": why}
-        return _append_if_changed(self.resource, content=content, mutation_source=source, provenance=provenance)
+        return _append(self.resource, content=content, mutation_source=source, provenance=provenance)
 
     def write(self, content: str, mutation_source: str, provenance: dict) -> ResourceRevision | None:
         revision = _append_if_changed(
