@@ -80,7 +80,7 @@ def state_rows(agent_id: str, owner_id: str) -> list[Memory]:
         agent_id=agent_id, owner_id=owner_id, archived_at__isnull=True,
         scope_type__in=[ScopeType.OWNER, ScopeType.AGENT],
     ).exclude(category="").order_by("-updated_at", "-id")
-    return list(rows[:MAX_STATE_ROWS])
+    return list(rows.only("id", "category", "key", "value")[:MAX_STATE_ROWS])  # what build_messages shows
 
 
 def build_messages(review_input: ReviewInput, rows: list[Memory], usage: dict, token_budget: int) -> list[dict]:
