@@ -225,7 +225,23 @@ def prompt_files_rebuild(
             "tokens": rendered.tokens,
             **(extra_provenance or {}),
         }
-        resource_write_file(agent_id=agent_id, resource_type=resource_type, content=rendered.content,
-                            mutation_source=mutation_source, provenance=provenance)
+        if not _already_written(agent_id, resource_type, rendered.content):
+            resource_write_file(agent_id=agent_id, resource_type=resource_type, content=rendered.content,
+                                mutation_source=mutation_source, provenance=provenance)
         results[resource_type] = rendered
     return results
+
+
+def _already_written(agent_id: str, resource_type: str, content: str) -> bool:
+    """True when the file on disk and its current revision both hold `content`: there is nothing to
+    write and no hand edit to record, so the write lock is not taken. Most rebuilds change one file of
+    the two. Checked without the lock: a write landing meanwhile is as if it came just after us."""
+    from resources import files
+    from resources.catalog import content_hash
+    from resources.selectors import resource_current_hashes
+
+    data = content.encode("utf-8")
+    if files.read_bytes(files.resource_file_path(agent_id=agent_id, resource_type=resource_type)) != data:
+        return False
+    current = resource_current_hashes(agent_id=agent_id, types=[resource_type]).get(resource_type)
+    return current is not None and current[1] == content_hash(content)
