@@ -33,7 +33,14 @@ PART_RE = re.compile(r"^[^\s:/\\\x00-\x1f\x7f]{1,256}$")
 
 _window_cache = generations.local_cache(max_entries=4096)
 
+# The append and the window load run on every turn; their statements are written once here (portable
+# SQL) because the ORM's building of them cost more than running them.
 _EXISTS_SQL = f'SELECT 1 FROM "{Conversation._meta.db_table}" WHERE "agent_id" = %s AND "key" = %s'
+_CONVERSATION_SQL = (f'SELECT "id", "window_start_id", "checkpoint_message_id", "pinned_message_ids" FROM '
+                     f'"{Conversation._meta.db_table}" WHERE "agent_id" = %s AND "key" = %s')
+_WINDOW_SQL = (f'SELECT * FROM "{Message._meta.db_table}" WHERE ("agent_id" = %s AND "channel" = %s AND "chat_id" = %s '
+               'AND "thread_scope" = %s AND "id" >= %s AND "kind" <> %s)')
+_WINDOW_HEAD_SQL = ' OR "id" IN ({})'
 _INSERT_FIELDS = [field for field in Message._meta.concrete_fields if not field.primary_key]
 _INSERT_SQL = 'INSERT INTO "{}" ({}) VALUES ({}) RETURNING "{}"'.format(
     Message._meta.db_table, ", ".join(f'"{field.column}"' for field in _INSERT_FIELDS),
@@ -196,23 +203,24 @@ def _write_through(agent_id: str, key: ConversationKey, message: Message, new_ge
 def _load_window(agent_id: str, key: ConversationKey) -> tuple[Message, ...]:
     """The whole current window: pinned system messages, the latest checkpoint summary, then every
     message after the window start."""
-    conversation = Conversation.objects.filter(agent_id=agent_id, key=str(key)).first()
+    conversation = next(iter(Conversation.objects.raw(_CONVERSATION_SQL, [agent_id, str(key)])), None)
     if conversation is None:
         return ()
     start = conversation.window_start_id
-    in_window = Q(agent_id=agent_id, id__gte=start, **key.filter()) & ~Q(kind="checkpoint")
     head_ids = list(conversation.pinned_message_ids or [])
     if conversation.checkpoint_message_id:
         head_ids.append(conversation.checkpoint_message_id)
     bound = conf.memory.max_conversation_history
     if bound is not None:
+        in_window = Q(agent_id=agent_id, id__gte=start, **key.filter()) & ~Q(kind="checkpoint")
         rows = list(reversed(Message.objects.filter(in_window).order_by("-created_at", "-id")[:bound]))
         fetched = {m.id: m for m in Message.objects.filter(pk__in=head_ids)} if head_ids else {}
     else:
         # One query, by id, so the index range starts at the window (not at the conversation's first
         # message) and the pinned messages and the checkpoint come along; time order is put here.
-        found = list(Message.objects.filter(in_window | Q(pk__in=head_ids)) if head_ids
-                     else Message.objects.filter(in_window))
+        sql = _WINDOW_SQL + (_WINDOW_HEAD_SQL.format(", ".join(["%s"] * len(head_ids))) if head_ids else "")
+        params = [agent_id, key.channel, key.chat_id, key.thread_scope, start, "checkpoint", *head_ids]
+        found = list(Message.objects.raw(sql, params))
         fetched = {m.id: m for m in found}
         rows = sorted((m for m in found if m.id >= start and m.kind != "checkpoint"),
                       key=lambda message: (message.created_at, message.id))
