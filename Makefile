@@ -36,6 +36,10 @@ test-sqlite: $(VENV)/.dev-installed
 test-postgres: $(VENV)/.dev-installed
 	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "not browser"
 
+# BENCH_SIZE=full for 1M messages / 100k memory rows; BENCH_ARGS="--reuse DIR --only a,b" to narrow.
+bench: $(VENV)/.dev-installed
+	$(PY) -m bench.run --size $${BENCH_SIZE:-quick} $${BENCH_ARGS}
+
 soak: $(VENV)/.dev-installed
 	$(PY) -m bench.load --seconds $${SOAK_SECONDS:-600}
 
