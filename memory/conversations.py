@@ -26,6 +26,7 @@ logger = logging.getLogger("fermix.memory")
 APPEND_ATTEMPTS = 3
 APPEND_BACKOFF_S = 0.05
 KINDS = {"chat", "voice_turn", "checkpoint", "notice", "tool"}
+ROLES, TRUSTS = frozenset(Role.values), frozenset(Trust.values)
 MAX_CONTENT_BYTES = 512 * 1024
 
 CHANNEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -95,22 +96,26 @@ def _check_agent(agent_id: str) -> None:
 
 
 def _validate(role: str, content: str, kind: str, trust: str, owner_id: str) -> None:
-    if role not in Role.values:
+    if role not in ROLES:
         raise ConversationError("invalid_role", f"role must be one of {', '.join(Role.values)}, got {role!r}")
     if kind not in KINDS:
         raise ConversationError("invalid_kind", f"kind must be one of {', '.join(sorted(KINDS))}, got {kind!r}")
-    if trust not in Trust.values:
+    if trust not in TRUSTS:
         raise ConversationError("invalid_trust", f"trust must be operator or guest, got {trust!r}")
     if not valid_id(owner_id):
         raise ConversationError("invalid_owner", f"owner id {owner_id!r} is invalid: use 1-64 of A-Z a-z 0-9 _ . -")
     if not isinstance(content, str) or "\x00" in content:
         raise ConversationError("invalid_content", "content must be text without NUL characters")
-    if len(content.encode("utf-8", "surrogatepass")) > MAX_CONTENT_BYTES:
-        raise ConversationError("content_too_large", f"content is over {MAX_CONTENT_BYTES // 1024} KiB")
     try:
-        content.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConversationError("invalid_content", "content is not valid UTF-8 text") from None
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate; the size check still comes first
+        size, valid = len(content.encode("utf-8", "surrogatepass")), False
+    else:
+        valid = True
+    if size > MAX_CONTENT_BYTES:
+        raise ConversationError("content_too_large", f"content is over {MAX_CONTENT_BYTES // 1024} KiB")
+    if not valid:
+        raise ConversationError("invalid_content", "content is not valid UTF-8 text")
 
 
 def conversation_get_or_create(*, agent_id: str, key: ConversationKey, owner_id: str | None = None) -> Conversation:
