@@ -24,7 +24,7 @@ from bench.ingest import sample_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 CONCURRENCY = 4
-ROUNDS = 3
+ROUNDS = 10
 
 
 def _free_port() -> int:

@@ -14,7 +14,7 @@ import statistics
 
 from bench.common import Figure, Stopwatch, Vocabulary, db_now, latency, ms, raw_connect, weighted_index
 
-BLOCKS = 4
+BLOCKS = 20
 
 
 def conversation_sample(data, n: int, seed: int) -> list[tuple]:

@@ -27,7 +27,7 @@ from bench.common import SIZES, Figure, machine, markdown_table, memory_total, p
 
 FAMILIES = ("window", "prompt", "rebuild", "review", "diff", "ingest", "http", "throughput")
 COUNTS = {
-    "quick": {"window": 1000, "prompt": 300, "rebuild": 40, "review": 30, "diff": 5, "ingest": 2000, "http": 1500,
+    "quick": {"window": 1000, "prompt": 300, "rebuild": 60, "review": 60, "diff": 5, "ingest": 4000, "http": 3000,
               "throughput": 40},
     "full": {"window": 10000, "prompt": 2000, "rebuild": 200, "review": 150, "diff": 10, "ingest": 20000,
              "http": 6000, "throughput": 200},
