@@ -111,7 +111,7 @@ def raw_window(conn, agent: str, key: str) -> list[tuple]:
     head = json.loads(row[2]) + ([row[1]] if row[1] else [])
     found = conn.execute(
         "SELECT * FROM messages WHERE (agent_id = ? AND channel = ? AND chat_id = ? AND thread_scope = ? AND id >= ? "
-        f"AND kind != 'checkpoint') OR id IN ({', '.join('?' * len(head))})",
+        "AND kind != 'checkpoint')" + (f" OR id IN ({', '.join('?' * len(head))})" if head else ""),
         (agent, channel, chat_id, thread, row[0], *head)).fetchall()
     window = sorted((m for m in found if m[0] >= row[0] and m[8] != "checkpoint"), key=lambda m: (m[12], m[0]))
     return [m for m in found if m[0] in head] + window
