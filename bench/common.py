@@ -9,8 +9,10 @@ import json
 import os
 import platform
 import random
+import signal
 import sqlite3
 import statistics
+import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -104,6 +106,17 @@ def memory_total() -> str:
         return f"{kib / 1024 / 1024:.0f} GiB"
     except (OSError, ValueError, IndexError):
         return "unknown memory"
+
+
+def stop_group(process: subprocess.Popen, timeout: float = 30) -> None:
+    """Stop a server started with start_new_session=True and everything it started: SIGTERM, then SIGKILL."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
 
 
 # --- raw sqlite3 on the same schema ----------------------------------------------------------------

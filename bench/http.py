@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -19,7 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.common import Figure, ms, raw_connect, summary
+from bench.common import Figure, ms, raw_connect, stop_group, summary
 from bench.ingest import sample_messages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,13 +79,7 @@ class WebServer:
         return out
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+        stop_group(self.process)
 
 
 def request(port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None):

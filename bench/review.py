@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
-from bench.common import MAIN_AGENT, Figure, Stopwatch, db_now, latency, ms, raw_connect
+from bench.common import MAIN_AGENT, Figure, Stopwatch, db_now, latency, ms, raw_connect, stop_group
 from bench.prompt import raw_rebuild, raw_render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,16 +218,6 @@ def _cluster(home: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-
-
 def _finished(conn, group: str) -> list[tuple]:
     return conn.execute('SELECT success, stopped FROM django_q_task WHERE "group" = ?', (group,)).fetchall()
 
@@ -255,7 +244,7 @@ def measure_throughput(data, count: int) -> list[Figure]:
         done = _wait(raw, group, len(keys), timeout=max(120, count * 2))
         elapsed = time.monotonic() - start
     finally:
-        _stop(cluster)
+        stop_group(cluster)
         stop_model(fake, data.home)
         raw.close()
         connection.close()
