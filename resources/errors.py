@@ -95,3 +95,20 @@ class ProposalExpired(ResourceError):
 class ProposalClosed(ResourceError):
     code = "proposal_closed"
     http_status = 409
+
+
+class DraftTooLarge(ResourceError):
+    code = "draft_too_large"
+    http_status = 422
+
+
+class UnusableDraft(ResourceError):
+    """The model answered, but not with a usable SOUL.md."""
+
+    code = "unusable_draft"
+    http_status = 502
+
+
+class ModelUnavailable(ResourceError):
+    code = "model_unavailable"
+    http_status = 503

@@ -26,7 +26,14 @@ from providers.base import ChatResult
 from providers.chain import chat
 from providers.errors import ProviderError
 from resources.catalog import check_agent, check_content
-from resources.errors import InvalidContent, NoChange, ResourceError, UnsupportedMode
+from resources.errors import (
+    DraftTooLarge,
+    InvalidContent,
+    ModelUnavailable,
+    NoChange,
+    UnsupportedMode,
+    UnusableDraft,
+)
 from resources.models import SoulProposal
 from resources.soul import require_owner, soul_on_disk, soul_propose
 
@@ -43,23 +50,6 @@ MAX_RATIONALE_CHARS = 1_500
 RECENT_MESSAGES = 20  # review evidence: the owner's newest messages…
 MESSAGE_CHARS = 500  # …each cut to this length
 WORD_DIFF_LIMIT = 4_000  # changed blocks of more words are measured by their larger side, not word by word
-
-
-class DraftTooLarge(ResourceError):
-    code = "draft_too_large"
-    http_status = 422
-
-
-class UnusableDraft(ResourceError):
-    """The model answered, but not with a usable SOUL.md."""
-
-    code = "unusable_draft"
-    http_status = 502
-
-
-class ModelUnavailable(ResourceError):
-    code = "model_unavailable"
-    http_status = 503
 
 
 INSTRUCTIONS = f"""You curate SOUL.md for a personal assistant.
