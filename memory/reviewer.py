@@ -12,7 +12,8 @@ import uuid
 from datetime import timedelta
 
 from django.db import DatabaseError, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from fermix_site.conf import conf
@@ -211,13 +212,15 @@ def conversations_with_new_messages(*, agent_id: str, conversation: str | None =
         conversations = conversations.filter(key=str(ConversationKey.parse(conversation)))
     if owner_id:
         conversations = conversations.filter(owner_id=owner_id)
-    cursors = dict(ReviewState.objects.filter(agent_id=agent_id).values_list("conversation_key", "cursor_message_id"))
-    keys = []
-    for conv in conversations.order_by("key"):
-        parsed = ConversationKey.parse(conv.key)
-        if pending_messages(agent_id, parsed, cursors.get(conv.key, 0)).exists():
-            keys.append(conv.key)
-    return keys
+    # One query: each conversation with a reviewable message past its cursor (what pending_messages reads).
+    cursor = ReviewState.objects.filter(agent_id=agent_id, conversation_key=OuterRef(OuterRef("key"))).values(
+        "cursor_message_id")[:1]
+    pending = Message.objects.filter(
+        agent_id=agent_id, channel=OuterRef("channel"), chat_id=OuterRef("chat_id"),
+        thread_scope=OuterRef("thread_scope"), id__gt=Coalesce(Subquery(cursor), Value(0)), role=Role.USER,
+        kind__in=REVIEWABLE_KINDS,
+    ).exclude(trust=Trust.GUEST)
+    return list(conversations.filter(Exists(pending)).order_by("key").values_list("key", flat=True))
 
 
 def review_now(*, agent_id: str, conversation: str | None = None, owner_id: str | None = None,
