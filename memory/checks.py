@@ -47,3 +47,35 @@ def check_wal(app_configs=None, **kwargs):
             id="memory.W001",
         )
     ]
+
+
+POSTGRES_SEARCH_INDEXES = ("messages_search_idx", "memories_search_idx", "messages_chat_search_idx")
+
+
+@register()
+def check_search_indexes(app_configs=None, **kwargs):
+    """PostgreSQL: the GIN indexes recall relies on (migrations 0004 and 0008) are present."""
+    connection = _connection()
+    if connection.vendor != "postgresql":
+        return []
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT tablename, indexname FROM pg_indexes WHERE schemaname = current_schema() "
+                           "AND tablename IN ('messages', 'memories')")
+            rows = cursor.fetchall()
+    except DatabaseError:
+        return []
+    if not {table for table, _ in rows} >= {"messages", "memories"}:
+        return []  # not migrated yet
+    missing = [name for name in POSTGRES_SEARCH_INDEXES if name not in {index for _, index in rows}]
+    if not missing:
+        return []
+    return [
+        Warning(
+            f"Search indexes missing: {', '.join(missing)}. Recall stays correct but reads far more rows.",
+            hint="Run `python manage.py migrate`; messages_chat_search_idx needs the btree_gin extension "
+                 "(`CREATE EXTENSION btree_gin` as the database owner), then `migrate memory 0007` and "
+                 "`migrate memory` to create it.",
+            id="memory.W002",
+        )
+    ]

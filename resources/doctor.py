@@ -78,10 +78,13 @@ def _from_system_check(name: str, messages, ok_message: str) -> Check:
 
 
 def check_fts() -> Check:
-    from memory.checks import check_fts_triggers
+    from memory.checks import check_fts_triggers, check_search_indexes
 
+    if _connection().vendor == "postgresql":
+        return _from_system_check("fts_triggers", check_search_indexes(),
+                                  "PostgreSQL search vectors are kept by the database; their GIN indexes are present")
     if _connection().vendor != "sqlite":
-        return Check("fts_triggers", OK, "PostgreSQL full-text search needs no triggers")
+        return Check("fts_triggers", OK, "no full-text index on this database")
     return _from_system_check("fts_triggers", check_fts_triggers(), "FTS5 mirrors and their triggers are present")
 
 

@@ -51,3 +51,23 @@ def test_migration_0004_goes_back_and_forth_and_search_follows():
     found = search_messages(query="harbor", filters={"agent_id": "main", "chat_id": "1"})
     assert [m.content for m in found] == ["walnut harbor"]
     Message.objects.all().delete()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL GIN indexes")
+def test_postgres_has_a_conversation_and_vector_gin_index_and_the_check_guards_it():
+    from memory import checks
+
+    assert checks.check_search_indexes() == []
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'messages_chat_search_idx'")
+        [(definition,)] = cursor.fetchall()
+    assert "USING gin (chat_id, search_vector)" in definition
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("memory")[0][1]
+    try:
+        _migrate("0007_messages_window_idx")
+        [warning] = checks.check_search_indexes()
+        assert warning.id == "memory.W002" and "messages_chat_search_idx" in warning.msg
+    finally:
+        _migrate(latest)
+    assert checks.check_search_indexes() == []
