@@ -23,6 +23,14 @@ def ensure_schedules(sender, using="default", **kwargs):
             "repeats": -1,
         },
     )
+    Schedule.objects.using(using).update_or_create(
+        name="fermix-search-index-optimize",
+        defaults={
+            "func": "memory.tasks.optimize_search_index",
+            "schedule_type": Schedule.DAILY,
+            "repeats": -1,
+        },
+    )
 
 
 def worker_spawned(sender, proc_name=None, **kwargs):

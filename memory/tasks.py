@@ -11,6 +11,15 @@ def rebuild_prompt_files_all():
         prompt_files_rebuild(agent_id=agent_id, mutation_source="scheduler_rebuild", trigger="schedule")
 
 
+def optimize_search_index():
+    """The daily merge of each FTS5 mirror's segments into one (SQLite; PostgreSQL needs none)."""
+    from django.db import connection
+
+    from memory import fts
+
+    return fts.optimize(connection, above=fts.OPTIMIZE_ABOVE_SEGMENTS)
+
+
 def review_conversation_task(agent_id: str, conversation_key: str):
     """The background review started after a delivered turn (time-gated)."""
     from memory.reviewer import review_conversation

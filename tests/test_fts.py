@@ -123,3 +123,28 @@ def test_migrate_repairs_dropped_triggers_itself():
     assert fts.missing_triggers(connection) == ["messages_fts_au"]
     call_command("migrate", verbosity=0)
     assert fts.missing_triggers(connection) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_optimize_merges_the_segments_in_steps_and_keeps_the_index_exact(capsys):
+    from django_q.models import Schedule
+
+    from memory.tasks import optimize_search_index
+
+    rng = random.Random(3)
+    for _ in range(60):  # one committed transaction each: FTS5 writes a small segment for each
+        add(" ".join(rng.choice(VOCABULARY) for _ in range(6)))
+    mirror = fts.MIRROR["messages"]
+    spread = fts.segments(connection, mirror)
+    assert spread > fts.OPTIMIZE_ABOVE_SEGMENTS
+
+    assert optimize_search_index()["messages_fts"] == 1
+    assert fts.segments(connection, mirror) == 1
+    assert_mirror_exact()
+    assert Schedule.objects.get(name="fermix-search-index-optimize").func == "memory.tasks.optimize_search_index"
+
+    add("walnut harbor")  # a new segment beside the merged one: below the threshold, the task leaves it
+    assert optimize_search_index()["messages_fts"] == 2
+    call_command("rebuild_search_index", "--optimize")
+    assert "messages_fts (1 segment)" in capsys.readouterr().out
+    assert_mirror_exact()

@@ -5,11 +5,21 @@ from memory import fts
 
 
 class Command(BaseCommand):
-    help = "Re-create missing FTS triggers and rebuild the full-text mirrors from messages and memories."
+    help = ("Re-create missing FTS triggers and rebuild the full-text mirrors from messages and memories; "
+            "--optimize only merges each mirror's segments into one, in short steps.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--optimize", action="store_true",
+                            help="merge the index segments (what the daily schedule does) instead of rebuilding")
 
     def handle(self, *args, **options):
         if connection.vendor != "sqlite":
             self.stdout.write("PostgreSQL keeps its search vectors itself; nothing to rebuild.")
+            return
+        if options["optimize"]:
+            after = fts.optimize(connection)
+            self.stdout.write("optimized: " + ", ".join(f"{name} ({n} segment{'s' * (n != 1)})"
+                                                        for name, n in after.items()))
             return
         with transaction.atomic():
             repaired = fts.repair(connection)
