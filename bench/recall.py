@@ -4,7 +4,8 @@ The dataset: N messages (default 1,000,000) over 5 agents, 2,000 owners and 6,00
 Zipf-distributed size, text drawn from a Zipf vocabulary (English stop words and common words at the
 head, the evaluation's words in the middle, invented words in the tail), N/20 memory rows, and the
 evaluation conversation of `bench.recall_eval` woven into the timeline. SQLite is filled with raw
-bulk inserts into a migrated throw-away FERMIX_HOME (the FTS triggers index as rows go in);
+bulk inserts into a migrated throw-away FERMIX_HOME (the FTS triggers index as rows go in), and the
+index segments are then merged as the daily schedule merges them (`--as-built` skips that);
 PostgreSQL (`--postgres`, DATABASE_URL) with COPY (the database computes the vectors).
 
     .venv/bin/python -m bench.recall --messages 1000000 --home /var/tmp/fermix-recall          # build + run
@@ -349,6 +350,8 @@ def main():
     parser.add_argument("--repeat", type=int, default=200, help="queries per class and scope")
     parser.add_argument("--postgres", action="store_true", help="use DATABASE_URL (PostgreSQL)")
     parser.add_argument("--json", default="", help="also write the figures to this file")
+    parser.add_argument("--as-built", action="store_true",
+                        help="SQLite: measure the index as the triggers left it, without the daily segment merge")
     args = parser.parse_args()
     if not args.postgres:
         os.environ.pop("DATABASE_URL", None)
@@ -366,6 +369,12 @@ def main():
             build_postgres(world)
         else:
             build_sqlite(connection.settings_dict["NAME"], world)
+    if connection.vendor == "sqlite" and not args.as_built:
+        from memory import fts
+
+        started = time.time()
+        after = fts.optimize(connection)  # what the daily `fermix-search-index-optimize` schedule does
+        print(f"  index segments merged in {time.time() - started:.1f} s: {after}", flush=True)
     baseline = Baseline(connection.vendor, connection.settings_dict)
     print(f"# recall — {time.strftime('%Y-%m-%d')} — {machine()} — {connection.vendor}", flush=True)
     timings = measure(world, baseline, args.repeat)

@@ -31,6 +31,7 @@ PAIR_LIMIT = 40
 TERM_LIMIT = 80
 CANDIDATE_BUDGET = 240
 SCAN_BUDGET = 10_000  # postings a conjunction may read (about 2 ms)
+SEEK_BUDGET = 2_000  # seeks into long posting lists a conjunction may make (about 5 ms)
 SELECTIVE_SCOPE = 0.1  # a scope token in at most 10 % of the rows narrows the index passes
 VERY_COMMON = 0.05  # a term in more than 5 % of the rows
 CACHE_FROM_ROWS = 20_000  # below this a probe is cheaper than being wrong about a changed table
@@ -50,17 +51,21 @@ def _window(items, df: dict[str, float], total: float, scope_df: float | None = 
 
     A conjunction of two mid-frequency words that rarely meet would read both posting lists to the
     end (tens of milliseconds at a million rows); limited to the newest rows it stays cheap, and the
-    single-word passes still reach old messages of the rare words.
+    single-word passes still reach old messages of the rare words. When the scope (one owner's or one
+    conversation's rows) drives a conjunction of long lists only (a phrase of common words), each of
+    its rows costs a seek in each list, so it is read for at most SEEK_BUDGET seeks.
     """
     from memory.search.text import stem
 
-    known = [df[stem(w)] for item in items for w in item if stem(w) in df]
-    if scope_df is not None:
-        known.append(scope_df)
-    rarest = min(known, default=0.0)
-    if rarest <= SCAN_BUDGET:
+    known = sorted(df[stem(w)] for item in items for w in item if stem(w) in df)
+    if not known and scope_df is None:
         return 0
-    return int(total - total * SCAN_BUDGET / rarest)
+    rarest, budget = min(known + [scope_df] if scope_df is not None else known), SCAN_BUDGET
+    if scope_df is not None and known and scope_df <= known[0] and known[0] > SCAN_BUDGET:
+        budget = SEEK_BUDGET / len(known)
+    if rarest <= budget:
+        return 0
+    return int(total - total * budget / rarest)
 
 
 def estimate_df(newest_ids: list[int], probe: int, max_id: int) -> float:

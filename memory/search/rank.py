@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory.search.text import Query, stem, word_spans, words
+from memory.search.text import Query, stem, stem_prefix, word_spans, words
 
 K1, B = 1.2, 0.75
 RECENCY_WEIGHT = 0.25
@@ -59,14 +59,13 @@ def rank(query: Query, docs: list[tuple[int, str, datetime | None]], *, idfs: di
     weights = {t.stem: t.weight * idfs.get(t.stem, 1.0) for t in query.terms}
     phrases = [(p, sum(idfs.get(s, 1.0) for s in p)) for p in query.phrase_stems]
     wanted = set(weights) | {s for p, _ in phrases for s in p}
-    # A Porter stem keeps its word's first two letters, so only words starting like a query stem are
-    # stemmed: most words of a candidate are skipped without stemming.
-    prefixes = {s[:2] for s in wanted}
+    # Only words that start like a query stem can have it (`stem_prefix`): the others are not stemmed.
+    prefixes = tuple({stem_prefix(s) for s in wanted})
     tokenised = []
     for doc_id, text, when in docs:
         tokens = words(text[:SCORED_CHARS])
-        marks = [stem(w) if w[:2] in prefixes else "" for w in tokens] if phrases else \
-            [stem(w) for w in tokens if w[:2] in prefixes]
+        marks = [stem(w) if w.startswith(prefixes) else "" for w in tokens] if phrases else \
+            [stem(w) for w in tokens if w.startswith(prefixes)]
         tokenised.append((doc_id, text, when, len(tokens), marks))
     avgdl = sum(t[3] for t in tokenised) / max(len(tokenised), 1) or 1.0
     scored = []
@@ -91,14 +90,15 @@ def _bm25(marks: list[str], length: int, weights: dict[str, float], avgdl: float
 def snippet(text: str, matched: set[str], weights: dict[str, float]) -> str:
     """The window of SNIPPET_WORDS words with the most query weight, matched words in «…»."""
     spans = word_spans(text[:SCORED_CHARS])
-    prefixes = {s[:2] for s in matched}
-    doc_stems = [stem(w) if w[:2] in prefixes else "" for _, _, w in spans]
+    prefixes = tuple({stem_prefix(s) for s in matched})
+    doc_stems = [stem(w) if w.startswith(prefixes) else "" for _, _, w in spans]
     if not spans:
         return text[:200]
     hits = [i for i, s in enumerate(doc_stems) if s in matched][:500]
     best_start, best = 0, -1.0
+    last_start = max(len(spans) - SNIPPET_WORDS, 0)  # a window is full-length: a short text is shown whole
     for hit in hits:
-        start = max(hit - 5, 0)
+        start = min(max(hit - 5, 0), last_start)
         inside = hits[bisect.bisect_left(hits, start):bisect.bisect_left(hits, start + SNIPPET_WORDS)]
         value = sum(weights.get(s, 1.0) for s in {doc_stems[i] for i in inside})
         if value > best:

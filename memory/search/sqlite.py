@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from memory import fts
 from memory.search import plan, rank
-from memory.search.text import Query, fts_string, words
+from memory.search.text import Query, fts_string, stem, words
 
 EXHAUSTIVE_LIMIT = 500
 
@@ -79,6 +79,19 @@ def _document_frequencies(cursor, mirror, query: Query, max_id: int) -> dict[str
             for t in query.terms}
 
 
+def _phrase_frequencies(cursor, mirror, query: Query, known: dict, max_id: int) -> dict[str, float]:
+    """Document frequencies of the phrase words that are not terms (stop words): they size the phrase
+    passes only, and do not enter the ranking."""
+    text = _colset(mirror.text_columns)
+    out = {}
+    for phrase in query.phrases:
+        for word in phrase:
+            s = stem(word)
+            if s not in known and s not in out:
+                out[s] = _frequency(cursor, mirror, ("term", s), f"{text} : {fts_string(word)}", max_id)
+    return out
+
+
 def _when(value) -> datetime | None:
     if value is None:
         return None
@@ -131,7 +144,8 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
             match = " AND ".join(scope + [f"{text} : {fts_string(item)}" for item in step.words])
             return _ids(cursor, mirror, match, step.limit, step.after_id)
 
-        ids, cut = plan.collect(plan.passes(query, df, max_id, scope_df), run)
+        sizes = {**df, **_phrase_frequencies(cursor, mirror, query, df, max_id)}
+        ids, cut = plan.collect(plan.passes(query, sizes, max_id, scope_df), run)
         docs = _rows(cursor, corpus, ids, filters)
         if cut and len(docs) < limit:
             seen = {d[0] for d in docs}

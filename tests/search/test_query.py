@@ -87,3 +87,53 @@ def test_collect_stops_at_the_budget():
     steps = [plan.Pass((("a",),), 150)] * 5
     ids, cut = plan.collect(steps, run, budget=250)
     assert len(calls) == 2 and len(ids) == 250 and cut
+
+
+def test_conjunctions_read_a_bounded_share_of_their_rarest_list():
+    total = 1_000_000
+    # A rare word drives the conjunction: read whole, however long the other lists are.
+    assert plan.passes(analyse("zanzibar the pottery"), {"zanzibar": 40, "potteri": 60_000}, total)[0].after_id == 0
+    # Two mid-frequency words: the newest rows holding about SCAN_BUDGET postings of the rarer.
+    [both, *_] = plan.passes(analyse("pottery class"), {"potteri": 40_000, "class": 50_000}, total)
+    assert both.after_id == total - total * plan.SCAN_BUDGET // 40_000
+    # The same in one owner's rows: the owner's list is the rarest and drives.
+    [both, *_] = plan.passes(analyse("pottery class"), {"potteri": 40_000, "class": 50_000}, total, scope_df=800)
+    assert both.after_id == 0
+    # A phrase of common words in one owner's rows: each owner row costs a seek in each word's list,
+    # so the owner's list is read for SEEK_BUDGET seeks, its newest rows first.
+    query = analyse('"yourself okay"')
+    sizes = {"yourself": 30_000, "okai": 20_000}
+    [phrase] = plan.passes(query, sizes, total, scope_df=5_000)
+    assert phrase.after_id == int(total - total * (plan.SEEK_BUDGET / 2) / 5_000)
+    # A small owner is read whole.
+    assert plan.passes(query, sizes, total, scope_df=800)[0].after_id == 0
+
+
+def test_every_word_starts_with_the_prefix_of_its_stem():
+    """Ranking stems only the words that start like a query stem (`stem_prefix`), so this must hold for
+    every word: here the words of the standard library's sources and some the algorithm rewrites."""
+    from pathlib import Path
+
+    from memory.search.text import stem_prefix
+
+    tricky = ["sensibility", "possibly", "say", "happy", "relational", "hopping", "conflated", "valency",
+              "digitizer", "vietnamization", "predication", "operator", "feudalism", "generously",
+              "formality", "sensitivity", "electrical", "hopefulness", "agreed", "filing", "sky", "ties"]
+    vocabulary = set(tricky)
+    for path in sorted(Path(pytest.__file__).parent.parent.glob("*/*.py"))[:400]:
+        vocabulary.update(words(path.read_text(errors="ignore")))
+    assert len(vocabulary) > 5_000
+    wrong = [w for w in vocabulary if not w.startswith(stem_prefix(stem(w)))]
+    assert wrong == []
+
+
+def test_a_short_text_is_its_own_snippet():
+    from memory.search.rank import snippet
+
+    text = "We signed up for the Thursday pottery class at Clayworks; the wheel is hard"
+    assert snippet(text, {"potteri", "class"}, {}) == ("We signed up for the Thursday «pottery» «class» at "
+                                                         "Clayworks; the wheel is hard")
+    long = " ".join(["filler"] * 40 + ["pottery"] + ["filler"] * 40)
+    shown = snippet(long, {"potteri"}, {})
+    assert shown.startswith("…") and shown.endswith("…") and "«pottery»" in shown
+    assert len(shown.split()) == 30
