@@ -96,17 +96,17 @@ def test_conjunctions_read_a_bounded_share_of_their_rarest_list():
     # Two mid-frequency words: the newest rows holding about SCAN_BUDGET postings of the rarer.
     [both, *_] = plan.passes(analyse("pottery class"), {"potteri": 40_000, "class": 50_000}, total)
     assert both.after_id == total - total * plan.SCAN_BUDGET // 40_000
-    # The same in one owner's rows: the owner's list is the rarest and drives.
-    [both, *_] = plan.passes(analyse("pottery class"), {"potteri": 40_000, "class": 50_000}, total, scope_df=800)
-    assert both.after_id == 0
-    # A phrase of common words in one owner's rows: each owner row costs a seek in each word's list,
-    # so the owner's list is read for SEEK_BUDGET seeks, its newest rows first.
+    # Within a scope each posting of the rarest list is a step in the two others: SEEK_BUDGET steps.
+    [both, *_] = plan.passes(analyse("pottery class"), {"potteri": 40_000, "class": 50_000}, total, scope_df=2_000)
+    assert both.after_id == int(total - total * (plan.SEEK_BUDGET / 2) / 2_000)
+    # A phrase of common words in a large owner's rows: the same.
     query = analyse('"yourself okay"')
-    sizes = {"yourself": 30_000, "okai": 20_000}
-    [phrase] = plan.passes(query, sizes, total, scope_df=5_000)
-    assert phrase.after_id == int(total - total * (plan.SEEK_BUDGET / 2) / 5_000)
-    # A small owner is read whole.
-    assert plan.passes(query, sizes, total, scope_df=800)[0].after_id == 0
+    sizes = {"yourself": 880_000, "okai": 19_000}
+    assert plan.passes(query, sizes, total, scope_df=9_000)[0].after_id == int(total - total * 500 / 9_000)
+    # A small owner, or a rare word in a large one, is read whole.
+    assert plan.passes(query, sizes, total, scope_df=400)[0].after_id == 0
+    assert plan.passes(analyse('"pottery class"'), {"potteri": 300, "class": 50_000}, total,
+                       scope_df=9_000)[0].after_id == 0
 
 
 def test_every_word_starts_with_the_prefix_of_its_stem():
