@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import Exists, OuterRef
 
 from resources.catalog import check_agent, check_scope, check_type
@@ -79,11 +80,22 @@ def resource_scopes(*, agent_id: str, resource_type: str = ResourceType.CHECKPOI
                 .order_by("scope_id").values_list("scope_id", flat=True))
 
 
+# One statement written out once: a prompt-file rebuild asks this after every review, and the ORM's
+# building of the two queries it replaces cost thirty times their execution.
+CURRENT_HASHES_SQL = (
+    f'SELECT r."resource_type", v."revision", v."content_hash" FROM "{Resource._meta.db_table}" r '
+    f'JOIN "{ResourceRevision._meta.db_table}" v ON v."agent_id" = r."agent_id" '
+    'AND v."resource_type" = r."resource_type" AND v."scope_id" = r."scope_id" AND v."revision" = r."current_revision" '
+    'WHERE r."agent_id" = %s AND r."scope_id" = %s AND r."resource_type" IN ({types})'
+)
+
+
 def resource_current_hashes(*, agent_id: str, types) -> dict[str, tuple[int, str]]:
     """resource type -> (current revision number, its content hash), for the global-scope types given."""
-    numbers = dict(Resource.objects.filter(agent_id=agent_id, resource_type__in=types, scope_id=GLOBAL_SCOPE)
-                   .values_list("resource_type", "current_revision"))
-    rows = ResourceRevision.objects.filter(agent_id=agent_id, resource_type__in=list(numbers), scope_id=GLOBAL_SCOPE,
-                                           revision__in=set(numbers.values()))
-    return {t: (n, h) for t, n, h in rows.values_list("resource_type", "revision", "content_hash")
-            if numbers.get(t) == n}
+    types = list(types)
+    if not types:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(CURRENT_HASHES_SQL.format(types=", ".join(["%s"] * len(types))),
+                       [agent_id, GLOBAL_SCOPE, *types])
+        return {t: (n, h) for t, n, h in cursor.fetchall()}

@@ -154,10 +154,15 @@ class LockedFile:
         self.touched = False
         self.previous: bytes | None = None
         self.captured: ResourceRevision | None = None  # the hand edit recorded when the lock was taken
+        self._current: tuple[int, ResourceRevision | None] | None = None
 
     @property
     def current(self) -> ResourceRevision | None:
-        return _current(self.resource)
+        """The current revision, read once per revision number while the lock is held (a new revision
+        changes the number)."""
+        if self._current is None or self._current[0] != self.resource.current_revision:
+            self._current = (self.resource.current_revision, _current(self.resource))
+        return self._current[1]
 
     def capture_disk(self, why: str) -> ResourceRevision | None:
         """Record the file as found when the registry does not know it or it was edited by hand."""
@@ -178,9 +183,9 @@ class LockedFile:
         return _append(self.resource, content=content, mutation_source=source, provenance=provenance)
 
     def write(self, content: str, mutation_source: str, provenance: dict) -> ResourceRevision | None:
-        revision = _append_if_changed(
-            self.resource, content=content, mutation_source=mutation_source, provenance=provenance
-        )
+        current, revision = self.current, None
+        if current is None or current.content_hash != content_hash(content):
+            revision = _append(self.resource, content=content, mutation_source=mutation_source, provenance=provenance)
         data = content.encode("utf-8")
         previous = files.read_bytes(self.path)
         if previous != data:
