@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from django.db import connection
 from django.db.models import Q
@@ -65,12 +68,23 @@ class Rendered:
     tokens: int
     cap: int
     shown: dict[int, str] = field(default_factory=dict)  # row id -> section heading
-    over_cap: int = 0  # rows left out by their section's row cap
     over_budget: list[int] = field(default_factory=list)  # ids of rows left out by the token budget
+    loaded_over_cap: int = 0  # rows given to `render` that their section's row cap left out
+    count_unloaded: Callable[[], int] | None = field(default=None, repr=False, compare=False)
+    _over_cap: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def file_name(self) -> str:
         return FILE_NAMES[self.resource_type]
+
+    @property
+    def over_cap(self) -> int:
+        """Rows left out by their section's row cap. Those never loaded are counted on first use, so a
+        render only for its content or size costs no count (the value is the same either way)."""
+        if self._over_cap is None:
+            unloaded = self.count_unloaded() if self.count_unloaded is not None else 0
+            self._over_cap = self.loaded_over_cap + unloaded
+        return self._over_cap
 
 
 def line_for(value: str) -> str:
@@ -85,17 +99,19 @@ def _join(sections: dict[str, list[str]]) -> str:
     return "\n".join(blocks)
 
 
-def render(resource_type: str, rows: list[Memory], budget: int, *, over_cap: int = 0) -> Rendered:
+def render(resource_type: str, rows: list[Memory], budget: int, *, over_cap: int = 0,
+           count_unloaded: Callable[[], int] | None = None) -> Rendered:
     """Render one file from candidate rows (any order): caps first, then the token budget.
 
-    `over_cap` counts rows the caller already left out by the caps without loading them.
+    `over_cap` counts rows the caller already left out by the caps without loading them, or
+    `count_unloaded` counts them when `over_cap` is first read.
     """
-    result = Rendered(resource_type, "", 0, budget, over_cap=over_cap)
+    result = Rendered(resource_type, "", 0, budget, loaded_over_cap=over_cap, count_unloaded=count_unloaded)
     ordered = sorted(rows, key=lambda r: (r.updated_at, r.id), reverse=True)
     chosen: dict[str, list[str]] = {s.heading: [] for s in FILES[resource_type]}
     for section in FILES[resource_type]:
         in_section = [r for r in ordered if r.category == section.category]
-        result.over_cap += len(in_section[section.cap:])
+        result.loaded_over_cap += len(in_section[section.cap:])
         for row in in_section[: section.cap]:
             line = line_for(row.value)
             chosen[section.heading].append(line)
@@ -131,8 +147,9 @@ def _section_sql(category: str, select: str, tail: str = "") -> str:
             f'AND "archived_at" IS NULL AND "category" = %s AND "scope_type" IN ({scopes}){tail}')
 
 
-# Written out once: the ORM's building of these twelve small queries cost four times their execution,
-# and a rebuild runs them after every review.
+# Written out once: the ORM's building of these small queries cost four times their execution, and a
+# rebuild runs them after every review. A file reads its sections' rows in one statement (FILE_ROWS_SQL)
+# and counts the rest of its full sections in one more.
 SECTION_ROWS_SQL = {category: _section_sql(category, '"id", "category", "value", "updated_at"',
                                            ' ORDER BY "updated_at" DESC, "id" DESC LIMIT %s')
                     for category in RENDER_SCOPES}
@@ -158,18 +175,47 @@ def render_for_agent(agent_id: str, resource_type: str) -> Rendered:
                                       lambda: _render_from_rows(agent_id, resource_type))
 
 
+class _Row(NamedTuple):
+    """The columns `render` reads of a row."""
+
+    id: int
+    category: str
+    value: str
+    updated_at: object  # as the database returns it; only compared with the other rows' values
+
+
+def _file_rows_sql(resource_type: str) -> str:
+    """Every section's newest `cap` rows in one statement (each section still answered by the index)."""
+    return " UNION ALL ".join(f"SELECT * FROM ({SECTION_ROWS_SQL[section.category]}) AS s{index}"
+                              for index, section in enumerate(FILES[resource_type]))
+
+
+FILE_ROWS_SQL = {resource_type: _file_rows_sql(resource_type) for resource_type in FILES}
+
+
+def _section_params(agent_id: str, category: str) -> list:
+    return [agent_id, conf.memory.owner_id, str(category), *map(str, RENDER_SCOPES[category])]
+
+
 def _render_from_rows(agent_id: str, resource_type: str) -> Rendered:
-    """Load only each section's newest `cap` rows (and count the rest), then render."""
-    rows, over_cap = [], 0
-    for section in FILES[resource_type]:
-        params = [agent_id, conf.memory.owner_id, str(section.category), *map(str, RENDER_SCOPES[section.category])]
-        newest = list(Memory.objects.raw(SECTION_ROWS_SQL[section.category], [*params, section.cap]))
-        rows.extend(newest)
-        if len(newest) == section.cap:
-            with connection.cursor() as cursor:
-                cursor.execute(SECTION_COUNT_SQL[section.category], params)
-                over_cap += cursor.fetchone()[0] - section.cap
-    return render(resource_type, rows, token_cap(resource_type), over_cap=over_cap)
+    """Load only each section's newest `cap` rows in one statement, then render. The rest of the full
+    sections is counted in a second one, when `over_cap` is first read (the rebuild reads it)."""
+    sections = FILES[resource_type]
+    params = [value for section in sections for value in (*_section_params(agent_id, section.category), section.cap)]
+    with connection.cursor() as cursor:
+        cursor.execute(FILE_ROWS_SQL[resource_type], params)
+        rows = [_Row(*row) for row in cursor.fetchall()]
+    loaded = Counter(row.category for row in rows)
+    full = [section for section in sections if loaded[section.category] == section.cap]
+    count_sql = "SELECT " + ", ".join(f"({SECTION_COUNT_SQL[section.category]})" for section in full)
+    count_params = [value for section in full for value in _section_params(agent_id, section.category)]
+
+    def count_unloaded() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(count_sql, count_params)
+            return sum(cursor.fetchone()) - sum(section.cap for section in full)
+
+    return render(resource_type, rows, token_cap(resource_type), count_unloaded=count_unloaded if full else None)
 
 
 def scope_reason(memory: Memory) -> str | None:
