@@ -166,13 +166,64 @@ def _candidates(agent_id: str, resource_type: str):
         allowed)
 
 
+def _cache_key(agent_id: str, resource_type: str) -> tuple:
+    return (agent_id, resource_type, conf.memory.owner_id, token_cap(resource_type))
+
+
 def render_for_agent(agent_id: str, resource_type: str) -> Rendered:
     """The file as the agent owner's rows render it now. Cached per process against the agent's
     `memories:` generation: a review renders both files for the model, then again to rebuild them,
     and composes and the console render them too. Treat the result as read-only."""
-    key = (agent_id, resource_type, conf.memory.owner_id, token_cap(resource_type))
-    return _render_cache.read_through(key, [memories_generation(agent_id)],
+    return _render_cache.read_through(_cache_key(agent_id, resource_type), [memories_generation(agent_id)],
                                       lambda: _render_from_rows(agent_id, resource_type))
+
+
+@dataclass
+class RenderedFiles:
+    """Both files as rendered at one `memories:` generation (read before their rows, as the cache does)."""
+
+    agent_id: str
+    generation: int
+    files: dict[str, Rendered]
+    keys: dict[str, tuple]
+
+
+def render_files(agent_id: str) -> RenderedFiles:
+    """Both files as `render_for_agent` gives them (through the same cache), with their generation."""
+    generation = generations.current([memories_generation(agent_id)])
+    files, keys = {}, {}
+    for resource_type in FILES:
+        key = _cache_key(agent_id, resource_type)
+        found, rendered = _render_cache.get(key, generation)
+        if not found:
+            rendered = _render_from_rows(agent_id, resource_type)
+            _render_cache.put(key, generation, rendered)
+        files[resource_type], keys[resource_type] = rendered, key
+    return RenderedFiles(agent_id, generation[0], files, keys)
+
+
+def carry_forward(rendered: RenderedFiles, *, writes: int, changed) -> None:
+    """After `writes` committed changes of our own to the agent's rows (each bumps the generation once),
+    none of which can appear in a file outside `changed` (see `files_rendering`): those files render as
+    they did, so they are cached again at the generation our changes leave. If anyone else changed a row
+    since `rendered` was read, the generation is past that one and the next render reads the rows."""
+    at = (rendered.generation + writes,)
+    for resource_type, value in rendered.files.items():
+        if resource_type not in changed:
+            _render_cache.put(rendered.keys[resource_type], at, value)
+
+
+SECTION_FILES = {section.category: resource_type for resource_type, sections in FILES.items() for section in sections}
+
+
+def files_rendering(memory: Memory, *categories: str) -> set[str]:
+    """The files this row can render into, by owner and the scope rules, under its category and any of
+    `categories` (what it was before a change), archived or not: a change to the row can change no other
+    file. Rows of other owners render nowhere."""
+    if memory.owner_id != conf.memory.owner_id:
+        return set()
+    return {SECTION_FILES[category] for category in {memory.category, *categories}
+            if memory.scope_type in RENDER_SCOPES.get(category, ())}
 
 
 class _Row(NamedTuple):

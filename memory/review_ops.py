@@ -12,6 +12,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from django.db import connection
+
 from memory import prompt_files
 from memory.admission import AdmissionError, Writer, admit_add, admit_archive, admit_replace, scope_for
 from memory.models import Category, Memory, MemorySource, Message, ReviewOperation, ReviewRun, ScopeType
@@ -74,18 +76,27 @@ def pack_messages(candidates: list[Message], *, max_messages: int, token_budget:
     return ReviewInput(packed, tokens)
 
 
-def state_rows(agent_id: str, owner_id: str) -> list[Memory]:
-    """The live rows the reviewer may replace or archive: the owner's profile and working knowledge."""
-    rows = Memory.objects.filter(
-        agent_id=agent_id, owner_id=owner_id, archived_at__isnull=True,
-        scope_type__in=[ScopeType.OWNER, ScopeType.AGENT],
-    ).exclude(category="").order_by("-updated_at", "-id")
-    return list(rows.only("id", "category", "key", "value")[:MAX_STATE_ROWS])  # what build_messages shows
+# Written out once (served by `memories_recent_idx`): building it with the ORM cost more than running it.
+STATE_ROWS_SQL = (
+    f'SELECT "id", "category", "key", "value" FROM "{Memory._meta.db_table}" WHERE "agent_id" = %s '
+    'AND "owner_id" = %s AND "archived_at" IS NULL AND "scope_type" IN (%s, %s) AND "category" <> %s '
+    'ORDER BY "updated_at" DESC, "id" DESC LIMIT %s'
+)
 
 
-def build_messages(review_input: ReviewInput, rows: list[Memory], usage: dict, token_budget: int) -> list[dict]:
+def state_rows(agent_id: str, owner_id: str) -> list[dict]:
+    """The live rows the reviewer may replace or archive: the owner's profile and working knowledge,
+    newest first, as the model is shown them (id, category, key, value)."""
+    with connection.cursor() as cursor:
+        cursor.execute(STATE_ROWS_SQL, [agent_id, owner_id, str(ScopeType.OWNER), str(ScopeType.AGENT), "",
+                                        MAX_STATE_ROWS])
+        return [{"id": i, "category": c, "key": k, "value": v} for i, c, k, v in cursor.fetchall()]
+
+
+def build_messages(review_input: ReviewInput, rows: list[dict], usage: dict, token_budget: int) -> list[dict]:
     data = {
-        "memory_rows": [{"id": r.id, "category": r.category, "key": r.key, "value": r.value} for r in rows],
+        "memory_rows": [{"id": r["id"], "category": r["category"], "key": r["key"], "value": r["value"]}
+                        for r in rows],
         "prompt_file_usage": usage,
         "user_messages": [
             {"id": m.id, "at": m.created_at.isoformat(timespec="seconds"),
@@ -135,6 +146,7 @@ class Applied:
     archived: int = 0
     skipped: int = 0
     memory_ids: list[int] = field(default_factory=list)
+    files: set[str] = field(default_factory=set)  # the prompt files the applied operations can change
 
 
 def _op_name(raw: dict) -> str:
@@ -215,6 +227,7 @@ def apply_operations(run: ReviewRun, writer: Writer, operations: list, source: M
             record.before_archived = before.archived_at is not None
         record.save()
         applied.memory_ids.append(row.id)
+        applied.files |= prompt_files.files_rendering(row, *([before.category] if before is not None else []))
         if op == "add":
             applied.added += 1
         elif op == "replace":

@@ -1,8 +1,10 @@
 """The background memory reviewer: gates, an atomic per-conversation claim, one model call, one write.
 
-A review reads, closes its transaction, calls the model, then writes everything (operations, the run's
-record, the cursor advance, the claim's release) in ONE short transaction that re-checks its claim. A
-worker killed mid-review leaves only its claim, which expires; nothing is half-applied.
+A review reads, takes its claim and records its run in one transaction, calls the model with no
+transaction open, then writes everything else (operations, the model's answer and the run's outcome, the
+cursor advance, the claim's release) in ONE short transaction that re-checks its claim. A worker killed
+mid-review leaves only its claim, which expires, and its run marked running, which the next review marks
+abandoned; nothing is half-applied.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from memory.admission import Writer
 from memory.conversations import ConversationKey
 from memory.errors import CodedError
 from memory.models import Conversation, MemorySource, Message, ReviewOperation, ReviewRun, ReviewState, Role, Trust
-from memory.prompt_files import FILE_NAMES, prompt_files_rebuild, render_for_agent
+from memory.prompt_files import FILE_NAMES, RenderedFiles, carry_forward, prompt_files_rebuild, render_files
 from memory.rows import memory_archive, memory_revert
 from providers.chain import chat
 from providers.errors import ProviderError
@@ -32,6 +34,7 @@ logger = logging.getLogger("fermix.memory.reviewer")
 REVIEWABLE_KINDS = ("chat", "voice_turn")
 OK, NOTHING, SKIPPED, FAILED = "ok", "nothing_to_save", "skipped", "failed"
 MAX_OUTPUT_TOKENS = 2000
+REVIEW_FIELDS = ("id", "owner_id", "trust", "content", "created_at")  # what a review reads of a message
 
 
 class ReviewBusy(Exception):
@@ -87,13 +90,28 @@ def gate(state: ReviewState, *, force: bool, now) -> str | None:
     return None
 
 
-def claim(state: ReviewState, token: str, now) -> bool:
-    """Take the conversation's claim if nobody holds a live one (conditional UPDATE: row count decides)."""
+def claim(state: ReviewState, token: str, now, run: ReviewRun) -> bool:
+    """Take the conversation's claim if nobody holds a live one (conditional UPDATE: row count decides)
+    and, in the same transaction, record `run` as started.
+
+    A run of this conversation still marked running when we get the claim lost its worker (its claim
+    expired): it is marked failed there too. Such a run leaves its claim behind (every way a review
+    ends releases the claim in the same transaction that ends the run), so with no claim on the state
+    as read there is none to look for.
+    """
     free = Q(claim_expires_at__isnull=True) | Q(claim_expires_at__lt=now)
     with transaction.atomic():
         taken = ReviewState.objects.filter(pk=state.pk).filter(free).update(
             claimed_by=token, claim_expires_at=now + claim_ttl(), status="running")
-    return taken == 1
+        if taken != 1:
+            return False
+        if state.claimed_by:
+            ReviewRun.objects.filter(agent_id=run.agent_id, conversation_key=run.conversation_key,
+                                     status=ReviewRun.Status.RUNNING).update(
+                status=ReviewRun.Status.FAILED, finished_at=now,
+                reason="abandoned: the worker stopped before finishing and its claim expired; nothing was applied")
+        run.save(force_insert=True)
+    return True
 
 
 def _release_failed(state: ReviewState, token: str, run: ReviewRun | None, error: str) -> None:
@@ -102,16 +120,14 @@ def _release_failed(state: ReviewState, token: str, run: ReviewRun | None, error
         ReviewState.objects.filter(pk=state.pk, claimed_by=token).update(
             claimed_by="", claim_expires_at=None, status=FAILED, failure_count=F("failure_count") + 1,
             last_failure_at=now, last_error=error[:2000])
-        if run is not None:
-            ReviewRun.objects.filter(pk=run.pk).update(status=FAILED, reason=error[:2000], finished_at=now)
+        if run is not None:  # with the model's answer, when there was one (the run keeps it for inspection)
+            ReviewRun.objects.filter(pk=run.pk).update(status=FAILED, reason=error[:2000], finished_at=now,
+                                                       model_call_id=run.model_call_id, output=run.output)
 
 
-def _usage(agent_id: str) -> dict:
-    usage = {}
-    for resource_type, name in FILE_NAMES.items():
-        rendered = render_for_agent(agent_id, resource_type)
-        usage[name] = {"tokens": rendered.tokens, "cap": rendered.cap}
-    return usage
+def _usage(files: RenderedFiles) -> dict:
+    return {FILE_NAMES[resource_type]: {"tokens": rendered.tokens, "cap": rendered.cap}
+            for resource_type, rendered in files.files.items()}
 
 
 def review_conversation(*, agent_id: str, conversation: str | ConversationKey, force: bool = False,
@@ -124,25 +140,21 @@ def review_conversation(*, agent_id: str, conversation: str | ConversationKey, f
     if reason:
         return _result(str(key), SKIPPED, reason)
     pending = pending_messages(agent_id, key, state.cursor_message_id, upto_id)
-    candidates = list(pending[: conf.memory.review_max_messages])
+    candidates = list(pending.only(*REVIEW_FIELDS)[: conf.memory.review_max_messages])
     if not candidates:
         return _result(str(key), SKIPPED, "no_new_messages")
-    token = uuid.uuid4().hex
-    if not claim(state, token, now):
-        return _result(str(key), SKIPPED, "already_running")
-    # We hold the claim, so a run still marked running lost its worker (its claim expired).
-    ReviewRun.objects.filter(agent_id=agent_id, conversation_key=str(key), status=ReviewRun.Status.RUNNING).update(
-        status=ReviewRun.Status.FAILED, finished_at=now,
-        reason="abandoned: the worker stopped before finishing and its claim expired; nothing was applied")
     memory = conf.memory
     packed = review_ops.pack_messages(candidates, max_messages=memory.review_max_messages,
                                       token_budget=memory.review_input_token_budget)
     owner_id = Conversation.objects.filter(agent_id=agent_id, key=str(key)).values_list("owner_id", flat=True).first()
-    run = ReviewRun.objects.create(
+    run = ReviewRun(
         agent_id=agent_id, conversation_key=str(key), owner_id=owner_id or packed.messages[-1].owner_id,
         trigger=trigger, input_message_ids=[m.id for m in packed.messages], input_tokens=packed.tokens,
         cursor_before=state.cursor_message_id, started_at=timezone.now(),
     )
+    token = uuid.uuid4().hex
+    if not claim(state, token, now, run):
+        return _result(str(key), SKIPPED, "already_running")
     try:
         _run(run, key, state, token, packed)
     except (ProviderError, review_ops.UnparseableOutput, DatabaseError, ValueError) as exc:
@@ -156,18 +168,22 @@ def review_conversation(*, agent_id: str, conversation: str | ConversationKey, f
 def _run(run: ReviewRun, key: ConversationKey, state: ReviewState, token: str, packed) -> None:
     agent_id = run.agent_id
     rows = review_ops.state_rows(agent_id, run.owner_id)
-    messages = review_ops.build_messages(packed, rows, _usage(agent_id), conf.memory.review_input_token_budget)
+    files = render_files(agent_id)
+    messages = review_ops.build_messages(packed, rows, _usage(files), conf.memory.review_input_token_budget)
     # No transaction is open here: the model may take minutes.
     answer = chat(messages=messages, agent_tag="memory_reviewer", agent_id=agent_id, conversation_key=str(key),
                   max_tokens=MAX_OUTPUT_TOKENS, temperature=0)
+    # Recorded with the run's outcome: by _commit, or by _release_failed when the answer is refused.
     run.model_call_id, run.output = answer.call_id, answer.text[:20000]
-    ReviewRun.objects.filter(pk=run.pk).update(model_call_id=run.model_call_id, output=run.output)
     operations = review_ops.parse_output(answer.text)
     trust = Trust.OPERATOR if all(m.trust == Trust.OPERATOR for m in packed.messages) else Trust.GUEST
     writer = Writer(kind="reviewer", agent_id=agent_id, owner_id=run.owner_id, trust=trust, conversation=key,
                     actor_id=f"run:{run.id}")
     applied = _commit(run, state, token, writer, operations, packed)
     if applied.memory_ids:
+        # A file none of the changed rows renders into renders as it did for the model: the rebuild
+        # reuses that rendering unless someone else changed the agent's rows meanwhile.
+        carry_forward(files, writes=len(applied.memory_ids), changed=applied.files)
         _rebuild_after(run, applied.memory_ids)
 
 
@@ -183,25 +199,32 @@ def _rebuild_after(run: ReviewRun, memory_ids: list[int]) -> None:
         ReviewRun.objects.filter(pk=run.pk).update(reason=run.reason)
 
 
+# What a review writes to its run once the model has answered (the rest was written when it started).
+RUN_OUTCOME = ["model_call_id", "output", "status", "reason", "ops_added", "ops_replaced", "ops_archived",
+               "ops_skipped", "cursor_after", "finished_at"]
+
+
 def _commit(run: ReviewRun, state: ReviewState, token: str, writer: Writer, operations, packed):
     """Everything a review writes, in one transaction that first re-checks the claim."""
     last_id = packed.messages[-1].id
     now = timezone.now()
+    status = ReviewRun.Status.NOTHING_TO_SAVE if operations is None else ReviewRun.Status.OK
     with transaction.atomic():
-        if not ReviewState.objects.filter(pk=state.pk, claimed_by=token).exists():
+        # The claim's re-check and its release are one statement: no row updated, no claim.
+        released = ReviewState.objects.filter(pk=state.pk, claimed_by=token).update(
+            cursor_message_id=last_id, last_reviewed_at=now, claimed_by="", claim_expires_at=None,
+            status=status, failure_count=0, last_error="")
+        if released != 1:
             raise ValueError("the review's claim expired and was taken by another worker; nothing applied")
         source, _ = MemorySource.objects.get_or_create(
             agent_id=writer.agent_id, key=f"conversation:{writer.conversation}",
             defaults={"source_type": "conversation", "name": str(writer.conversation)})
         applied = review_ops.apply_operations(run, writer, operations or [], source, last_id)
-        run.status = ReviewRun.Status.NOTHING_TO_SAVE if operations is None else ReviewRun.Status.OK
+        run.status = status
         run.reason = "" if operations is not None else "the model found nothing to save"
         run.ops_added, run.ops_replaced, run.ops_archived = applied.added, applied.replaced, applied.archived
         run.ops_skipped, run.cursor_after, run.finished_at = applied.skipped, last_id, now
-        run.save()
-        ReviewState.objects.filter(pk=state.pk).update(
-            cursor_message_id=last_id, last_reviewed_at=now, claimed_by="", claim_expires_at=None,
-            status=run.status, failure_count=0, last_error="")
+        run.save(update_fields=RUN_OUTCOME)
     return applied
 
 

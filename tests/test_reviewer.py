@@ -6,11 +6,13 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from fermix_site.conf import conf
 from memory.conversations import message_append
 from memory.models import Memory, ReviewOperation, ReviewRun, ReviewState
+from memory.prompt_files import SECTION_ROWS_SQL
 from memory.reviewer import UndoError, review_conversation, review_now, review_undo
 from tests.fakeprovider import Reply, error, provider_config_toml, use_config
 from tests.memory_factories import fact
@@ -332,3 +334,120 @@ def test_a_reviewers_directive_needs_operator_trust(model):
     reasons = sorted(ReviewOperation.objects.filter(status="skipped").values_list("reason", flat=True))
     assert [r.split(":")[0] for r in reasons] == ["trust_gate", "unchanged"]
     assert Memory.objects.get(key="rule").category == "directive"  # from the operator-trust run
+
+
+def _file_state():
+    """Each prompt file's text and its revision numbers."""
+    from resources.models import ResourceRevision
+
+    folder = conf.memory_dir("main")
+    revisions = {t: list(ResourceRevision.objects.filter(resource_type=t).order_by("revision")
+                         .values_list("revision", flat=True)) for t in ("user_md", "memory_md")}
+    return {name: (folder / name).read_text() for name in ("USER.md", "MEMORY.md")}, revisions
+
+
+def _rendered_owner_files():
+    from memory.prompt_files import prompt_files_rebuild
+
+    fact("city", "lives in Lisbon", "identity")
+    fact("proj", "works on the Fermix memory service", "context")
+    prompt_files_rebuild(agent_id="main", trigger="test")
+    message_append(agent_id="main", conversation="slack:9", role="user", content="I love jazz; I play in a band",
+                   trust="operator", owner_id="bo")
+    return _file_state()
+
+
+def test_a_review_writing_only_rows_the_files_do_not_render_leaves_them_and_their_revisions_alone(model):
+    """Another owner's rows render in neither file: no new revision, and the files hold what a rebuild
+    from the rows gives."""
+    from memory.prompt_files import prompt_files_rebuild
+
+    before = _rendered_owner_files()
+    model.push(ops({"op": "add", "category": "interest", "key": "music", "value": "loves jazz"},
+                   {"op": "add", "category": "context", "key": "band", "value": "plays in a band"}))
+    with CaptureQueriesContext(connection) as queries:
+        result = review_conversation(agent_id="main", conversation="slack:9", force=True)
+    assert (result["status"], result["ops_added"]) == ("ok", 2)
+    # The files' rows were not read again: the model was shown the renders the setup's rebuild cached,
+    # and the review's own writes could not change them, so its rebuild reused them.
+    file_rows = [f"SELECT * FROM ({SECTION_ROWS_SQL[category][:40]}" for category in ("identity", "directive")]
+    assert not [q for q in queries.captured_queries if q["sql"].startswith(tuple(file_rows))]
+    assert Memory.objects.filter(owner_id="bo").count() == 2
+    assert _file_state() == before
+    prompt_files_rebuild(agent_id="main", trigger="check")
+    assert _file_state() == before
+
+
+def test_a_review_writing_rows_a_file_renders_writes_a_new_revision_of_that_file_only(model):
+    before = _rendered_owner_files()
+    say("I love jazz")
+    model.push(ops({"op": "add", "category": "interest", "key": "music", "value": "loves jazz"}))
+    assert review()["ops_added"] == 1
+    (files, revisions) = _file_state()
+    assert files["USER.md"] == "## Identity\n- lives in Lisbon\n\n## Interests\n- loves jazz\n"
+    assert revisions["user_md"] == before[1]["user_md"] + [before[1]["user_md"][-1] + 1]
+    assert (files["MEMORY.md"], revisions["memory_md"]) == (before[0]["MEMORY.md"], before[1]["memory_md"])
+
+
+def test_a_row_written_by_someone_else_during_the_model_call_still_reaches_the_files(model, monkeypatch):
+    """The rebuild reuses the renders made for the model only when no other write came in between."""
+    from memory import reviewer
+
+    _rendered_owner_files()
+    chat = reviewer.chat
+
+    def chat_while_someone_writes(**kwargs):
+        fact("rule", "answer in Portuguese", "directive", minute=5)
+        fact("name", "is called Ana", "identity", minute=5)
+        return chat(**kwargs)
+
+    monkeypatch.setattr(reviewer, "chat", chat_while_someone_writes)
+    model.push(ops({"op": "add", "category": "interest", "key": "music", "value": "loves jazz"}))
+    assert review_conversation(agent_id="main", conversation="slack:9", force=True)["ops_added"] == 1
+    files, _ = _file_state()
+    assert files["USER.md"] == "## Identity\n- is called Ana\n- lives in Lisbon\n"
+    assert files["MEMORY.md"] == ("## Working Rules\n- answer in Portuguese\n\n"
+                                  "## Context\n- works on the Fermix memory service\n")
+
+
+def test_each_applied_operation_moves_the_memories_generation_once(model):
+    """The rebuild's reuse of the model's renders counts on it: one generation step per applied operation."""
+    from fermix_site import generations
+
+    city = fact("home_city", "lives in Lisbon", "identity")
+    pet = fact("pet", "has a dog", "identity")
+    say("Porto now, no dog, and I love jazz")
+    model.push(ops({"op": "replace", "id": city.id, "value": "lives in Porto"},
+                   {"op": "archive", "id": pet.id},
+                   {"op": "add", "category": "interest", "key": "music", "value": "loves jazz"},
+                   {"op": "add", "category": "interest", "key": "music", "value": "loves jazz"},
+                   {"op": "archive", "id": 99999}))
+    before = generations.current(["memories:main"])[0]
+    result = review()
+    assert (result["ops_replaced"], result["ops_archived"], result["ops_added"], result["ops_skipped"]) == (1, 1, 1, 2)
+    assert generations.current(["memories:main"])[0] == before + 3
+
+
+def test_files_rendering_follows_the_owner_and_the_scope_rules(home):
+    from memory.prompt_files import files_rendering
+
+    assert files_rendering(Memory(owner_id="default", scope_type="owner", category="identity")) == {"user_md"}
+    assert files_rendering(Memory(owner_id="default", scope_type="agent", category="context")) == {"memory_md"}
+    assert files_rendering(Memory(owner_id="default", scope_type="owner", category="context"),
+                           "identity") == {"user_md", "memory_md"}
+    assert files_rendering(Memory(owner_id="bo", scope_type="owner", category="identity")) == set()
+    assert files_rendering(Memory(owner_id="default", scope_type="agent", category="identity")) == set()
+    assert files_rendering(Memory(owner_id="default", scope_type="conversation", category="directive")) == set()
+    assert files_rendering(Memory(owner_id="default", scope_type="job", category="context")) == set()
+    assert files_rendering(Memory(owner_id="default", scope_type="owner", category="")) == set()
+
+
+def test_a_refused_answer_stays_on_the_failed_run(model):
+    from providers.models import ModelCall
+
+    say("I like tea")
+    model.push(Reply(text="The user seems to like tea, which is nice."))
+    assert review()["status"] == "failed"
+    run = ReviewRun.objects.get()
+    assert run.output == "The user seems to like tea, which is nice."
+    assert run.model_call_id == ModelCall.objects.get().call_id
