@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from django.db import connection
 
@@ -170,6 +171,22 @@ def _text(raw: dict, name: str) -> str:
     return value
 
 
+class _Before(NamedTuple):
+    """What a row held before an operation changed it (the operation's record keeps it, for undo)."""
+
+    value: str
+    category: str
+    archived_at: object
+
+
+# The row an `add` may change, by its unique key: written out once, as the ORM's building of it cost more
+# than its execution.
+BEFORE_BY_KEY_SQL = (
+    f'SELECT "value", "category", "archived_at" FROM "{Memory._meta.db_table}" WHERE "agent_id" = %s '
+    'AND "owner_id" = %s AND "scope_type" = %s AND "scope_id" = %s AND "key" = %s'
+)
+
+
 def _apply_one(run: ReviewRun, writer: Writer, raw, source: MemorySource, last_message_id: int | None):
     """Apply one operation; returns (ReviewOperation fields). Raises MemoryRowError to skip it."""
     if not isinstance(raw, dict):
@@ -184,8 +201,10 @@ def _apply_one(run: ReviewRun, writer: Writer, raw, source: MemorySource, last_m
             raise AdmissionError("invalid_category", f"category must be one of {', '.join(Category.values)}")
         key = _text(raw, "key").strip()
         scope_type, scope_id = scope_for(writer, category)
-        before = Memory.objects.filter(agent_id=writer.agent_id, owner_id=writer.owner_id, scope_type=scope_type,
-                                       scope_id=scope_id, key=key).first()
+        with connection.cursor() as cursor:
+            cursor.execute(BEFORE_BY_KEY_SQL, [writer.agent_id, writer.owner_id, scope_type, scope_id, key])
+            found = cursor.fetchone()
+        before = _Before(*found) if found else None
         row, action = admit_add(writer, key=key, value=_text(raw, "value"), category=category,
                                 source=source, reason=reason, source_message_id=last_message_id)
         return op, row, action, before
