@@ -29,6 +29,7 @@ HEADLINE = ('StartSel=«, StopSel=», MaxWords=30, MinWords=12, ShortWord=2, Max
             'FragmentDelimiter=" … "')
 EXHAUSTIVE_LIMIT = 500
 GIN_ROW_COST = 6
+COUNT_PROBE = 200
 
 
 def _tsquery(item: tuple[str, ...]) -> tuple[str, list]:
@@ -108,9 +109,10 @@ common_lexemes = _CommonLexemes()
 
 def _document_frequencies(cursor, corpus, query: Query, max_id: int) -> dict[str, float]:
     """How many rows hold each term: from the planner's statistics for a common lexeme, else counted
-    through the GIN index up to DF_PROBE (a word outside the statistics is rarer than every word in
-    them, so that count is cheap). Never `ORDER BY id … LIMIT`: for a rare word the planner may walk
-    the whole table backwards looking for it."""
+    through the GIN index up to COUNT_PROBE rows (each a heap block to visit; a word outside the
+    statistics is rarer than every word in them, and one with more matches than the probe is placed
+    between the two). Never `ORDER BY id … LIMIT`: for a rare word the planner may walk the whole
+    table backwards looking for it."""
     out, missing = {}, []
     for term in query.terms:
         df = plan.document_frequencies.get((connection.alias, corpus.table, term.stem), max_id)
@@ -131,9 +133,11 @@ def _document_frequencies(cursor, corpus, query: Query, max_id: int) -> dict[str
         else:
             sql, params = _tsquery((term.word,))
             cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM {corpus.table} t WHERE t.search_vector @@ {sql} "
-                           f"LIMIT %s) AS hits", [*params, plan.DF_PROBE])
+                           f"LIMIT %s) AS hits", [*params, COUNT_PROBE])
             count = cursor.fetchone()[0]
-            df = float(count) if count < plan.DF_PROBE else max(float(plan.DF_PROBE), least * max_id)
+            # Beyond the probe, somewhere below the least common word of the statistics: in between.
+            df = float(count) if count < COUNT_PROBE else max(float(COUNT_PROBE),
+                                                              (COUNT_PROBE * least * max_id) ** 0.5)
         plan.document_frequencies.put((connection.alias, corpus.table, term.stem), max_id, df)
         out[term.stem] = df
     return out
