@@ -124,15 +124,11 @@ def stop_group(process: subprocess.Popen, timeout: float = 30) -> None:
 
 def raw_connect(path: str | Path) -> sqlite3.Connection:
     """A plain sqlite3 connection with the pragmas Django's connection uses (WAL, synchronous NORMAL,
-    foreign keys, the WAL checkpoint threshold, 20 s busy timeout), in autocommit mode so callers say
-    BEGIN IMMEDIATE themselves."""
-    from fermix_site.settings import WAL_AUTOCHECKPOINT_PAGES
-
+    foreign keys, 20 s busy timeout), in autocommit mode so callers say BEGIN IMMEDIATE themselves."""
     conn = sqlite3.connect(str(path), timeout=20, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
     return conn
 
 

@@ -120,9 +120,6 @@ def database_from_url(url: str) -> dict:
     }
 
 
-WAL_AUTOCHECKPOINT_PAGES = 10_000
-
-
 def sqlite_database(path: Path) -> dict:
     return {
         "ENGINE": "django.db.backends.sqlite3",
@@ -132,11 +129,7 @@ def sqlite_database(path: Path) -> dict:
             # instead of failing with "database is locked" when a read transaction upgrades.
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
-            # The WAL is copied back into the database by the cluster's heartbeat every minute
-            # (`fermix_site.tasks.heartbeat`), not by whichever write crosses SQLite's 1,000-page
-            # default: that commit would pay 5-50 ms. 10,000 pages (40 MB) stays as the safety net.
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; "
-                            f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES};",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
         },
         # Keep each worker's connection between requests, as for PostgreSQL. Opening one per request
         # costs more than the request's own write: the schema is parsed again, and when the last

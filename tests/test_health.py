@@ -1,11 +1,8 @@
 """/healthz answers without authentication with database and worker state."""
 
-import sqlite3
-from contextlib import closing
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from fermix_site import health
@@ -43,28 +40,3 @@ def test_the_heartbeat_schedule_is_defined_in_code():
 def test_the_admin_asks_anonymous_users_to_log_in(client):
     response = client.get("/admin/")
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite WAL")
-def test_the_heartbeat_copies_the_wal_into_the_database_so_no_commit_has_to():
-    from fermix_site.settings import WAL_AUTOCHECKPOINT_PAGES
-    from fermix_site.tasks import heartbeat
-    from memory.models import Message
-
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA wal_autocheckpoint")
-        assert cursor.fetchone()[0] == WAL_AUTOCHECKPOINT_PAGES
-    path = connection.settings_dict["NAME"]
-
-    def in_database_file():  # `immutable` reads the database file alone, not the WAL
-        with closing(sqlite3.connect(f"file:{path}?immutable=1", uri=True)) as db:
-            return db.execute("SELECT count(*) FROM messages WHERE content = 'walnut harbor'").fetchone()[0]
-
-    heartbeat()  # the schema itself may still be in the WAL
-    Message.objects.create(agent_id="main", channel="t", chat_id="1", role="user", content="walnut harbor",
-                           created_at=timezone.now())
-    assert in_database_file() == 0  # committed, but only to the WAL
-    heartbeat()
-    assert in_database_file() == 1
-    Message.objects.all().delete()
