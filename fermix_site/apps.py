@@ -1,36 +1,21 @@
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
+# The schedules Fermix defines in code: name -> (task, django-q2 Schedule type, minutes for MINUTES).
+SCHEDULES = {
+    "fermix-heartbeat": ("fermix_site.tasks.heartbeat", "MINUTES", 1),
+    "fermix-prompt-files-rebuild": ("memory.tasks.rebuild_prompt_files_all", "HOURLY", None),
+    "fermix-search-index-optimize": ("memory.tasks.optimize_search_index", "DAILY", None),
+}
+
 
 def ensure_schedules(sender, using="default", **kwargs):
     """The schedules Fermix defines in code, created or corrected after every migrate."""
     from django_q.models import Schedule
 
-    Schedule.objects.using(using).update_or_create(
-        name="fermix-heartbeat",
-        defaults={
-            "func": "fermix_site.tasks.heartbeat",
-            "schedule_type": Schedule.MINUTES,
-            "minutes": 1,
-            "repeats": -1,
-        },
-    )
-    Schedule.objects.using(using).update_or_create(
-        name="fermix-prompt-files-rebuild",
-        defaults={
-            "func": "memory.tasks.rebuild_prompt_files_all",
-            "schedule_type": Schedule.HOURLY,
-            "repeats": -1,
-        },
-    )
-    Schedule.objects.using(using).update_or_create(
-        name="fermix-search-index-optimize",
-        defaults={
-            "func": "memory.tasks.optimize_search_index",
-            "schedule_type": Schedule.DAILY,
-            "repeats": -1,
-        },
-    )
+    for name, (func, schedule_type, minutes) in SCHEDULES.items():
+        Schedule.objects.using(using).update_or_create(name=name, defaults={
+            "func": func, "schedule_type": getattr(Schedule, schedule_type), "minutes": minutes, "repeats": -1})
 
 
 def worker_spawned(sender, proc_name=None, **kwargs):

@@ -95,8 +95,10 @@ def _append(resource: Resource, *, content: str, mutation_source: str, provenanc
     return revision
 
 
-def _append_if_changed(resource, *, content, mutation_source, provenance) -> ResourceRevision | None:
-    current = _current(resource)
+def _append_if_changed(resource, *, content, mutation_source, provenance,
+                       current: ResourceRevision | None = None) -> ResourceRevision | None:
+    """A new revision unless `content` is the current one's (`current`: that revision, when known)."""
+    current = current or _current(resource)
     if current is not None and current.content_hash == content_hash(content):
         return None
     return _append(resource, content=content, mutation_source=mutation_source, provenance=provenance)
@@ -183,9 +185,8 @@ class LockedFile:
         return _append(self.resource, content=content, mutation_source=source, provenance=provenance)
 
     def write(self, content: str, mutation_source: str, provenance: dict) -> ResourceRevision | None:
-        current, revision = self.current, None
-        if current is None or current.content_hash != content_hash(content):
-            revision = _append(self.resource, content=content, mutation_source=mutation_source, provenance=provenance)
+        revision = _append_if_changed(self.resource, content=content, mutation_source=mutation_source,
+                                      provenance=provenance, current=self.current)
         data = content.encode("utf-8")
         previous = files.read_bytes(self.path)
         if previous != data:

@@ -73,23 +73,10 @@ def _ids(cursor, mirror: fts.Mirror, match: str, limit: int, after_id: int = 0) 
     return [row[0] for row in cursor.fetchall()]
 
 
-def _document_frequencies(cursor, mirror, query: Query, max_id: int) -> dict[str, float]:
+def _frequencies(cursor, mirror, words_by_stem: dict[str, str], max_id: int) -> dict[str, float]:
     text = _colset(mirror.text_columns)
-    return {t.stem: _frequency(cursor, mirror, ("term", t.stem), f"{text} : {fts_string(t.word)}", max_id)
-            for t in query.terms}
-
-
-def _phrase_frequencies(cursor, mirror, query: Query, known: dict, max_id: int) -> dict[str, float]:
-    """Document frequencies of the phrase words that are not terms (stop words): they size the phrase
-    passes only, and do not enter the ranking."""
-    text = _colset(mirror.text_columns)
-    out = {}
-    for phrase in query.phrases:
-        for word in phrase:
-            s = stem(word)
-            if s not in known and s not in out:
-                out[s] = _frequency(cursor, mirror, ("term", s), f"{text} : {fts_string(word)}", max_id)
-    return out
+    return {s: _frequency(cursor, mirror, ("term", s), f"{text} : {fts_string(word)}", max_id)
+            for s, word in words_by_stem.items()}
 
 
 def _when(value) -> datetime | None:
@@ -137,14 +124,16 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
         max_id = _max_id(cursor, corpus.table)
         if not max_id:
             return []
-        df = _document_frequencies(cursor, mirror, query, max_id)
+        df = _frequencies(cursor, mirror, {t.stem: t.word for t in query.terms}, max_id)
         scope, scope_df = _scope(cursor, mirror, filters, max_id)
 
         def run(step: plan.Pass) -> list[int]:
             match = " AND ".join(scope + [f"{text} : {fts_string(item)}" for item in step.words])
             return _ids(cursor, mirror, match, step.limit, step.after_id)
 
-        sizes = {**df, **_phrase_frequencies(cursor, mirror, query, df, max_id)}
+        # Phrase words that are not terms (stop words) size the phrase passes only, not the ranking.
+        phrase_words = {stem(w): w for phrase in query.phrases for w in phrase if stem(w) not in df}
+        sizes = {**df, **_frequencies(cursor, mirror, phrase_words, max_id)}
         ids, cut = plan.collect(plan.passes(query, sizes, max_id, scope_df), run)
         docs = _rows(cursor, corpus, ids, filters)
         if cut and len(docs) < limit:

@@ -170,7 +170,7 @@ def stem_prefix(stem_: str) -> str:
 
     The algorithm only removes or rewrites suffixes, and a rewrite (`y` → `i`, `biliti` → `ble`,
     `ational` → `ate`) keeps all but the last letter it leaves (checked over 1.2 million distinct words;
-    `tests/search/test_text.py` checks it again). Ranking stems only the words that start like this.
+    `tests/search/test_query.py` checks it again). Ranking stems only the words that start like this.
     """
     return stem_[:max(min(len(stem_) - 1, 4), 1)]
 
