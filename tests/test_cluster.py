@@ -65,10 +65,13 @@ def test_the_cluster_runs_the_review_enqueued_by_a_commit(model):
     cluster = start_cluster()
     try:
         run = wait_for(lambda: ReviewRun.objects.filter(status="ok").first())
+        # The run is "ok" once its rows are committed; the worker writes the files just after.
+        user_md = conf.memory_dir("main") / "USER.md"
+        wait_for(user_md.exists)
     finally:
         stop(cluster)
     assert run.ops_added == 1 and Memory.objects.get().value == "likes tea"
-    assert (conf.memory_dir("main") / "USER.md").read_text() == "## Preferences\n- likes tea\n"
+    assert user_md.read_text() == "## Preferences\n- likes tea\n"
 
 
 def test_a_worker_killed_mid_review_leaves_the_conversation_reviewable(model):
