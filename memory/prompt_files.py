@@ -310,6 +310,10 @@ def prompt_files_rebuild(
     results = {}
     for resource_type in FILES:
         rendered = render_for_agent(agent_id, resource_type)
+        results[resource_type] = rendered
+        if _already_written(agent_id, resource_type, rendered.content):
+            continue
+        # Counted only for a write: the rows over the caps are a second statement over full sections.
         if rendered.over_cap or rendered.over_budget:
             logger.info("%s/%s: rows left out: %d over the section caps, %d over the %d-token budget",
                         agent_id, rendered.file_name, rendered.over_cap, len(rendered.over_budget), rendered.cap)
@@ -322,10 +326,8 @@ def prompt_files_rebuild(
             "tokens": rendered.tokens,
             **(extra_provenance or {}),
         }
-        if not _already_written(agent_id, resource_type, rendered.content):
-            resource_write_file(agent_id=agent_id, resource_type=resource_type, content=rendered.content,
-                                mutation_source=mutation_source, provenance=provenance)
-        results[resource_type] = rendered
+        resource_write_file(agent_id=agent_id, resource_type=resource_type, content=rendered.content,
+                            mutation_source=mutation_source, provenance=provenance)
     return results
 
 
