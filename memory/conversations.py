@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from fermix_site import generations
 from fermix_site.conf import conf, valid_id
+from fermix_site.inserts import PreparedInsert
 from memory.errors import CodedError
 from memory.models import Conversation, Message, Role, Trust
 
@@ -42,11 +43,7 @@ _CONVERSATION_SQL = (f'SELECT "id", "window_start_id", "checkpoint_message_id", 
 _WINDOW_SQL = (f'SELECT * FROM "{Message._meta.db_table}" WHERE ("agent_id" = %s AND "channel" = %s AND "chat_id" = %s '
                'AND "thread_scope" = %s AND "id" >= %s AND "kind" <> %s)')
 _WINDOW_HEAD_SQL = ' OR "id" IN ({})'
-_INSERT_FIELDS = [field for field in Message._meta.concrete_fields if not field.primary_key]
-_INSERT_SQL = 'INSERT INTO "{}" ({}) VALUES ({}) RETURNING "{}"'.format(
-    Message._meta.db_table, ", ".join(f'"{field.column}"' for field in _INSERT_FIELDS),
-    ", ".join(["%s"] * len(_INSERT_FIELDS)), Message._meta.pk.column,
-)
+_insert = PreparedInsert(Message)
 
 
 class ConversationError(CodedError):
@@ -170,17 +167,6 @@ def _conversation_exists(agent_id: str, key: ConversationKey) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(_EXISTS_SQL, [agent_id, str(key)])
         return cursor.fetchone() is not None
-
-
-def _insert(message: Message) -> Message:
-    """`Message.objects.create` without the ORM's per-call query building, which cost more than the
-    write itself: one prepared INSERT of every concrete field, each value prepared by its own field."""
-    values = [field.get_db_prep_save(getattr(message, field.attname), connection) for field in _INSERT_FIELDS]
-    with connection.cursor() as cursor:
-        cursor.execute(_INSERT_SQL, values)
-        message.pk = cursor.fetchone()[0]
-    message._state.adding, message._state.db = False, connection.alias
-    return message
 
 
 def _append_once(agent_id: str, key: ConversationKey, fields: dict) -> Message:

@@ -15,10 +15,13 @@ from typing import NamedTuple
 
 from django.db import connection
 
+from fermix_site.inserts import PreparedInsert
 from memory import prompt_files
 from memory.admission import AdmissionError, Writer, admit_add, admit_archive, admit_replace, scope_for
 from memory.models import Category, Memory, MemorySource, Message, ReviewOperation, ReviewRun, ScopeType
 from memory.rows import MemoryRowError
+
+_insert_operation = PreparedInsert(ReviewOperation)
 
 NOTHING_TO_SAVE = "Nothing to save."
 MAX_STATE_ROWS = 120
@@ -233,18 +236,18 @@ def apply_operations(run: ReviewRun, writer: Writer, operations: list, source: M
         except (AdmissionError, MemoryRowError) as exc:
             record.status, record.reason = "skipped", f"{exc.code}: {exc}"
             applied.skipped += 1
-            record.save()
+            _insert_operation(record)
             continue
         if action == "unchanged":
             record.status, record.reason, record.memory = "skipped", "unchanged: the row already says this", row
             applied.skipped += 1
-            record.save()
+            _insert_operation(record)
             continue
         record.status, record.memory, record.action, record.after_value = "applied", row, action, row.value
         if before is not None:
             record.before_value, record.before_category = before.value, before.category
             record.before_archived = before.archived_at is not None
-        record.save()
+        _insert_operation(record)
         applied.memory_ids.append(row.id)
         applied.files |= prompt_files.files_rendering(row, *([before.category] if before is not None else []))
         if op == "add":

@@ -19,6 +19,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from fermix_site.conf import conf
+from fermix_site.inserts import PreparedInsert
 from memory import review_ops
 from memory.admission import Writer
 from memory.conversations import ConversationKey
@@ -34,6 +35,7 @@ logger = logging.getLogger("fermix.memory.reviewer")
 REVIEWABLE_KINDS = ("chat", "voice_turn")
 OK, NOTHING, SKIPPED, FAILED = "ok", "nothing_to_save", "skipped", "failed"
 MAX_OUTPUT_TOKENS = 2000
+_insert_run = PreparedInsert(ReviewRun)
 REVIEW_FIELDS = ("id", "owner_id", "trust", "content", "created_at")  # what a review reads of a message
 
 
@@ -110,7 +112,7 @@ def claim(state: ReviewState, token: str, now, run: ReviewRun) -> bool:
                                      status=ReviewRun.Status.RUNNING).update(
                 status=ReviewRun.Status.FAILED, finished_at=now,
                 reason="abandoned: the worker stopped before finishing and its claim expired; nothing was applied")
-        run.save(force_insert=True)
+        _insert_run(run)
     return True
 
 

@@ -7,12 +7,13 @@ Outdated rows are archived, never deleted.
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from fermix_site import generations
 from fermix_site.conf import valid_id
+from fermix_site.inserts import PreparedInsert
 from memory.errors import CodedError
 from memory.models import Category, Memory, MemoryEvent, MemorySource, PromoteTarget, ScopeType
 
@@ -84,8 +85,21 @@ def _validate_row(*, agent_id, owner_id, scope_type, scope_id, key, category, co
         raise MemoryRowError("invalid_actor", f"actor_type must be one of {', '.join(sorted(ACTOR_TYPES))}")
 
 
+# A reviewer's or a tool's write runs these on every fact: written once (see fermix_site.inserts).
+_insert_memory, _insert_event = PreparedInsert(Memory), PreparedInsert(MemoryEvent)
+_BY_KEY_SQL = (f'SELECT * FROM "{Memory._meta.db_table}" WHERE "agent_id" = %s AND "owner_id" = %s '
+               'AND "scope_type" = %s AND "scope_id" = %s AND "key" = %s')
+
+
+def _by_key_locked(agent_id: str, owner_id: str, scope_type: str, scope_id: str, key: str) -> Memory | None:
+    """The row with this unique key, locked for the transaction where the database locks rows."""
+    sql = _BY_KEY_SQL + (" FOR UPDATE" if connection.features.has_select_for_update else "")
+    found = list(Memory.objects.raw(sql, [agent_id, owner_id, scope_type, scope_id, key]))
+    return found[0] if found else None
+
+
 def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: str, actor_id: str, reason: str):
-    MemoryEvent.objects.create(
+    _insert_event(MemoryEvent(
         memory=memory,
         action=action,
         before_value=before.value if before else None,
@@ -96,7 +110,7 @@ def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: st
         actor_id=str(actor_id)[:200],
         reason=reason or "",
         created_at=timezone.now(),
-    )
+    ))
 
 
 def _snapshot(memory: Memory) -> Memory:
@@ -141,17 +155,13 @@ def memory_upsert(
         source_message_id=source_message_id,
     )
     with transaction.atomic():
-        existing = (
-            Memory.objects.select_for_update()
-            .filter(agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id, key=key)
-            .first()
-        )
+        existing = _by_key_locked(agent_id, owner_id, scope_type, scope_id, key)
         if existing is None:
-            memory = Memory.objects.create(
+            memory = _insert_memory(Memory(
                 agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id, key=key,
                 value=value, category=category, promote_target=promote_target_for(category),
                 confidence=confidence, created_at=now, updated_at=now, **provenance,
-            )
+            ))
             action, before = MemoryEvent.Action.ADD, None
         else:
             if not existing.is_archived and existing.value == value and existing.category == category:

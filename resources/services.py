@@ -19,11 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.db import transaction
-from django.db.models import Max
+from django.db import connection, transaction
 from django.utils import timezone
 
 from fermix_site import generations
+from fermix_site.inserts import PreparedInsert
 from resources import files
 from resources.catalog import (
     FILE_NAMES,
@@ -56,40 +56,64 @@ def _key(resource: Resource) -> dict:
     return {"agent_id": resource.agent_id, "resource_type": resource.resource_type, "scope_id": resource.scope_id}
 
 
+# Every write runs these (a review's rebuild among them): written once, as the ORM's building of them
+# cost more than running them.
+_KEY = '"agent_id" = %s AND "resource_type" = %s AND "scope_id" = %s'
+_RESOURCE_SQL = f'SELECT * FROM "{Resource._meta.db_table}" WHERE {_KEY}'
+_REVISION_SQL = f'SELECT * FROM "{ResourceRevision._meta.db_table}" WHERE {_KEY} AND "revision" = %s'
+_LAST_REVISION_SQL = f'SELECT MAX("revision") FROM "{ResourceRevision._meta.db_table}" WHERE {_KEY}'
+_MAKE_CURRENT_SQL = f'UPDATE "{Resource._meta.db_table}" SET "current_revision" = %s, "updated_at" = %s WHERE "id" = %s'
+_insert_revision = PreparedInsert(ResourceRevision)
+
+
+def _params(resource: Resource) -> list:
+    return [resource.agent_id, resource.resource_type, resource.scope_id]
+
+
+def _locked_row(agent_id: str, resource_type: str, scope_id: str) -> Resource | None:
+    sql = _RESOURCE_SQL + (" FOR UPDATE" if connection.features.has_select_for_update else "")
+    found = list(Resource.objects.raw(sql, [agent_id, resource_type, scope_id]))
+    return found[0] if found else None
+
+
 def _lock_resource(*, agent_id: str, resource_type: str, scope_id: str) -> Resource:
     """The resource row, created if missing, locked until the transaction ends."""
-    key = {"agent_id": agent_id, "resource_type": resource_type}
-    resource = Resource.objects.select_for_update().filter(**key, scope_id=scope_id).first()
+    resource = _locked_row(agent_id, resource_type, scope_id)
     if resource is None:
+        key = {"agent_id": agent_id, "resource_type": resource_type}
         path = str(files.resource_file_path(**key)) if is_file_backed(resource_type) else ""
         # ON CONFLICT DO NOTHING: a concurrent creator wins quietly and we lock its row instead.
         Resource.objects.bulk_create([Resource(**key, scope_id=scope_id, resource_path=path)], ignore_conflicts=True)
-        resource = Resource.objects.select_for_update().get(**key, scope_id=scope_id)
+        resource = _locked_row(agent_id, resource_type, scope_id)
     return resource
 
 
 def _current(resource: Resource) -> ResourceRevision | None:
     if not resource.current_revision:
         return None
-    return ResourceRevision.objects.filter(**_key(resource), revision=resource.current_revision).first()
+    found = list(ResourceRevision.objects.raw(_REVISION_SQL, [*_params(resource), resource.current_revision]))
+    return found[0] if found else None
 
 
 def _append(resource: Resource, *, content: str, mutation_source: str, provenance: dict) -> ResourceRevision:
     """Add the next revision and make it current. The caller holds the resource lock."""
-    last = ResourceRevision.objects.filter(**_key(resource)).aggregate(n=Max("revision"))["n"] or 0
-    revision = ResourceRevision.objects.create(
-        **_key(resource),
-        revision=last + 1,
-        parent_revision=resource.current_revision or None,
-        content_hash=content_hash(content),
-        content=content,
-        byte_size=len(content.encode("utf-8")),
-        mutation_source=mutation_source,
-        provenance=provenance,
-        created_at=timezone.now(),
-    )
-    resource.current_revision = revision.revision
-    resource.save(update_fields=["current_revision", "updated_at"])
+    with connection.cursor() as cursor:
+        cursor.execute(_LAST_REVISION_SQL, _params(resource))
+        last = cursor.fetchone()[0] or 0
+        revision = _insert_revision(ResourceRevision(
+            **_key(resource),
+            revision=last + 1,
+            parent_revision=resource.current_revision or None,
+            content_hash=content_hash(content),
+            content=content,
+            byte_size=len(content.encode("utf-8")),
+            mutation_source=mutation_source,
+            provenance=provenance,
+            created_at=timezone.now(),
+        ))
+        resource.current_revision, resource.updated_at = revision.revision, timezone.now()
+        cursor.execute(_MAKE_CURRENT_SQL, [resource.current_revision, Resource._meta.get_field("updated_at")
+                                           .get_db_prep_save(resource.updated_at, connection), resource.pk])
     if resource.resource_type != ResourceType.CHECKPOINT:
         generations.bump(prompt_generation(resource.agent_id))
     return revision

@@ -1,0 +1,32 @@
+"""`Model.objects.create` for the hot paths, without the ORM's building of the INSERT on every call.
+
+Building an INSERT of a model with twenty fields cost more than running it: a message append, a
+review's row, its event, its operation and its run each paid that. `PreparedInsert(Model)` writes the
+statement once (portable SQL: SQLite and PostgreSQL both return the new id) and prepares each value
+with its own field, as the ORM does: defaults are set when the instance is made, `auto_now` and
+`auto_now_add` by `pre_save`, JSON and dates by `get_db_prep_save`. No model signal is sent; the
+project connects none to these models.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+
+class PreparedInsert:
+    """One model's INSERT of every concrete field but its primary key."""
+
+    def __init__(self, model):
+        self.fields = [field for field in model._meta.concrete_fields if not field.primary_key]
+        self.sql = 'INSERT INTO "{}" ({}) VALUES ({}) RETURNING "{}"'.format(
+            model._meta.db_table, ", ".join(f'"{field.column}"' for field in self.fields),
+            ", ".join(["%s"] * len(self.fields)), model._meta.pk.column)
+
+    def __call__(self, instance):
+        """Insert `instance` and set its primary key; returns it, saved as `create` leaves it."""
+        values = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in self.fields]
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, values)
+            instance.pk = cursor.fetchone()[0]
+        instance._state.adding, instance._state.db = False, connection.alias
+        return instance
