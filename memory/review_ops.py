@@ -18,7 +18,7 @@ from django.db import connection
 from fermix_site.inserts import PreparedInsert
 from memory import prompt_files
 from memory.admission import AdmissionError, Writer, admit_add, admit_archive, admit_replace, scope_for
-from memory.models import Category, Memory, MemorySource, Message, ReviewOperation, ReviewRun, ScopeType
+from memory.models import Category, Memory, MemorySource, ReviewOperation, ReviewRun, ScopeType
 from memory.rows import MemoryRowError
 
 _insert_operation = PreparedInsert(ReviewOperation)
@@ -60,11 +60,11 @@ def estimate_tokens(text: str) -> int:
 
 @dataclass
 class ReviewInput:
-    messages: list[Message]
+    messages: list  # of reviewer.PendingMessage (or Message): id, owner_id, trust, content, created_at
     tokens: int
 
 
-def pack_messages(candidates: list[Message], *, max_messages: int, token_budget: int) -> ReviewInput:
+def pack_messages(candidates: list, *, max_messages: int, token_budget: int) -> ReviewInput:
     """Oldest unreviewed first, at most `max_messages`, while their text fits `token_budget`.
 
     A single message larger than the whole budget is still taken (alone), cut to the budget, so one huge
