@@ -81,9 +81,24 @@ def _result(key: str, status: str, reason: str = "", run: ReviewRun | None = Non
     }
 
 
+# A conversation's state and its memory source exist after its first review: found with one written
+# statement, created through the ORM's get_or_create (which handles a concurrent creator) only then.
+_STATE_SQL = f'SELECT * FROM "{ReviewState._meta.db_table}" WHERE "agent_id" = %s AND "conversation_key" = %s'
+_SOURCE_SQL = f'SELECT * FROM "{MemorySource._meta.db_table}" WHERE "agent_id" = %s AND "key" = %s'
+
+
 def _state(agent_id: str, key: str) -> ReviewState:
-    state, _ = ReviewState.objects.get_or_create(agent_id=agent_id, conversation_key=key)
-    return state
+    found = list(ReviewState.objects.raw(_STATE_SQL, [agent_id, key]))
+    return found[0] if found else ReviewState.objects.get_or_create(agent_id=agent_id, conversation_key=key)[0]
+
+
+def _source(agent_id: str, key: ConversationKey) -> MemorySource:
+    source_key = f"conversation:{key}"
+    found = list(MemorySource.objects.raw(_SOURCE_SQL, [agent_id, source_key]))
+    if found:
+        return found[0]
+    return MemorySource.objects.get_or_create(agent_id=agent_id, key=source_key, defaults={
+        "source_type": "conversation", "name": str(key)})[0]
 
 
 def pending_messages(agent_id: str, key: ConversationKey, cursor: int, upto_id: int | None = None):
@@ -250,9 +265,7 @@ def _commit(run: ReviewRun, state: ReviewState, token: str, writer: Writer, oper
             status=status, failure_count=0, last_error="")
         if released != 1:
             raise ValueError("the review's claim expired and was taken by another worker; nothing applied")
-        source, _ = MemorySource.objects.get_or_create(
-            agent_id=writer.agent_id, key=f"conversation:{writer.conversation}",
-            defaults={"source_type": "conversation", "name": str(writer.conversation)})
+        source = _source(writer.agent_id, writer.conversation)
         applied = review_ops.apply_operations(run, writer, operations or [], source, last_id)
         run.status = status
         run.reason = "" if operations is not None else "the model found nothing to save"
