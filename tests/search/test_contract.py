@@ -173,6 +173,13 @@ class TestMessageSearch(SearchContract):
         assert [m.id for m in found][1] == reply.id
         assert found[1].search_score < found[0].search_score and found[1].snippet.startswith("He is a two")
 
+    def test_the_replies_that_come_with_a_match_pass_the_same_filters(self):
+        self.add("How old is Biscuit, your dog?", owner="dana", days_ago=3)
+        self.add("Biscuit is Bo's beagle, not mine", owner="bo", days_ago=2)  # same conversation, another owner
+        reply = self.add("He turns two in May", owner="dana", days_ago=1)
+        found = self.search("how old is Biscuit?", owner_id="dana")
+        assert [m.owner_id for m in found] == ["dana", "dana"] and found[1].id == reply.id
+
     def test_scope_values_with_punctuation_match_only_their_conversation(self):
         mine = Message.objects.create(agent_id="main", role="user", content="harbour walk", created_at=NOW,
                                       channel="web", chat_id="a.b-c@d", thread_scope="t.1")
