@@ -23,7 +23,7 @@ from memory.conversations import ConversationKey, generation_name
 from memory.errors import CodedError
 from memory.models import Conversation, Message, ReviewState, Role
 from memory.prompt_files import estimate_tokens
-from memory.reviewer import pending_messages, review_conversation
+from memory.reviewer import pending_rows, review_conversation
 from providers.chain import chat
 from providers.errors import ProviderError
 from resources.selectors import resource_get
@@ -136,7 +136,7 @@ def _review_range_first(agent_id: str, key: ConversationKey, upto_id: int) -> No
     for _ in range(20):
         cursor = ReviewState.objects.filter(agent_id=agent_id, conversation_key=str(key)).values_list(
             "cursor_message_id", flat=True).first() or 0
-        if not pending_messages(agent_id, key, cursor, upto_id).exists():
+        if not pending_rows(agent_id, key, cursor, upto_id, limit=1):
             return
         result = review_conversation(agent_id=agent_id, conversation=key, force=True, trigger="compaction",
                                      upto_id=upto_id)

@@ -101,18 +101,9 @@ def _source(agent_id: str, key: ConversationKey) -> MemorySource:
         "source_type": "conversation", "name": str(key)})[0]
 
 
-def pending_messages(agent_id: str, key: ConversationKey, cursor: int, upto_id: int | None = None):
-    """User-sent messages after the cursor that the reviewer reads: not guest-flagged, chat or voice."""
-    rows = Message.objects.filter(
-        agent_id=agent_id, id__gt=cursor, role=Role.USER, kind__in=REVIEWABLE_KINDS, **key.filter()
-    ).exclude(trust=Trust.GUEST)
-    if upto_id is not None:
-        rows = rows.filter(id__lte=upto_id)
-    return rows.order_by("id")
-
-
 def pending_rows(agent_id: str, key: ConversationKey, cursor: int, upto_id: int | None, limit: int):
-    """`pending_messages`, oldest first, at most `limit`, as PendingMessage rows."""
+    """User-sent messages after the cursor (up to `upto_id`) that the reviewer reads: not guest-flagged,
+    chat or voice. Oldest first, at most `limit`."""
     params = [agent_id, key.channel, key.chat_id, key.thread_scope, cursor,
               _MAX_ID if upto_id is None else upto_id, str(Role.USER),
               *REVIEWABLE_KINDS, str(Trust.GUEST), limit]
@@ -282,7 +273,7 @@ def conversations_with_new_messages(*, agent_id: str, conversation: str | None =
         conversations = conversations.filter(key=str(ConversationKey.parse(conversation)))
     if owner_id:
         conversations = conversations.filter(owner_id=owner_id)
-    # One query: each conversation with a reviewable message past its cursor (what pending_messages reads).
+    # One query: each conversation with a reviewable message past its cursor (what pending_rows reads).
     cursor = ReviewState.objects.filter(agent_id=agent_id, conversation_key=OuterRef(OuterRef("key"))).values(
         "cursor_message_id")[:1]
     pending = Message.objects.filter(
