@@ -96,7 +96,10 @@ class LocalCache:
         Generations are read BEFORE building: a write that lands in between makes the entry look
         older than it is (a wasted miss later), never newer (a stale hit).
         """
-        generations = current(names)
+        return self.read_at(key, current(names), build)
+
+    def read_at(self, key, generations: tuple[int, ...], build: Callable[[], Any]):
+        """`read_through` at generations the caller has read (before the rows `build` reads)."""
         found, value = self.get(key, generations)
         if found:
             return value

@@ -27,17 +27,26 @@ def check_fts_triggers(app_configs=None, **kwargs):
     ]
 
 
-@register()
-def check_wal(app_configs=None, **kwargs):
+def _rows(vendor: str, sql: str) -> list[tuple] | None:
+    """The rows of `sql` on the default database when it is `vendor`; None otherwise, or when there is
+    no database yet (a check before `migrate` has nothing to say)."""
     connection = _connection()
-    if connection.vendor != "sqlite":
-        return []
+    if connection.vendor != vendor:
+        return None
     try:
         with connection.cursor() as cursor:
-            cursor.execute("PRAGMA journal_mode")
-            mode = cursor.fetchone()[0]
+            cursor.execute(sql)
+            return cursor.fetchall()
     except DatabaseError:
+        return None
+
+
+@register()
+def check_wal(app_configs=None, **kwargs):
+    rows = _rows("sqlite", "PRAGMA journal_mode")
+    if not rows:
         return []
+    mode = rows[0][0]
     if mode.lower() == "wal":
         return []
     return [
@@ -55,17 +64,9 @@ POSTGRES_SEARCH_INDEXES = ("messages_search_idx", "memories_search_idx", "messag
 @register()
 def check_search_indexes(app_configs=None, **kwargs):
     """PostgreSQL: the GIN indexes recall relies on (migrations 0004 and 0008) are present."""
-    connection = _connection()
-    if connection.vendor != "postgresql":
-        return []
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT tablename, indexname FROM pg_indexes WHERE schemaname = current_schema() "
-                           "AND tablename IN ('messages', 'memories')")
-            rows = cursor.fetchall()
-    except DatabaseError:
-        return []
-    if not {table for table, _ in rows} >= {"messages", "memories"}:
+    rows = _rows("postgresql", "SELECT tablename, indexname FROM pg_indexes WHERE schemaname = current_schema() "
+                               "AND tablename IN ('messages', 'memories')")
+    if not rows or not {table for table, _ in rows} >= {"messages", "memories"}:
         return []  # not migrated yet
     missing = [name for name in POSTGRES_SEARCH_INDEXES if name not in {index for _, index in rows}]
     if not missing:

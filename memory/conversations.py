@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from fermix_site import generations
 from fermix_site.conf import conf, valid_id
-from fermix_site.inserts import PreparedInsert
+from fermix_site.statements import PreparedInsert
 from memory.errors import CodedError
 from memory.models import Conversation, Message, Role, Trust
 

@@ -193,12 +193,9 @@ def render_files(agent_id: str) -> RenderedFiles:
     generation = generations.current([memories_generation(agent_id)])
     files, keys = {}, {}
     for resource_type in FILES:
-        key = _cache_key(agent_id, resource_type)
-        found, rendered = _render_cache.get(key, generation)
-        if not found:
-            rendered = _render_from_rows(agent_id, resource_type)
-            _render_cache.put(key, generation, rendered)
-        files[resource_type], keys[resource_type] = rendered, key
+        keys[resource_type] = key = _cache_key(agent_id, resource_type)
+        files[resource_type] = _render_cache.read_at(key, generation,
+                                                     lambda t=resource_type: _render_from_rows(agent_id, t))
     return RenderedFiles(agent_id, generation[0], files, keys)
 
 

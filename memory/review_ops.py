@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from django.db import connection
 
-from fermix_site.inserts import PreparedInsert
+from fermix_site.statements import PreparedInsert
 from memory import prompt_files
 from memory.admission import AdmissionError, Writer, admit_add, admit_archive, admit_replace, scope_for
 from memory.models import Category, Memory, MemorySource, ReviewOperation, ReviewRun, ScopeType

@@ -20,7 +20,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from fermix_site.conf import conf
-from fermix_site.inserts import PreparedInsert
+from fermix_site.statements import PreparedInsert, first_row
 from memory import review_ops
 from memory.admission import Writer
 from memory.conversations import ConversationKey
@@ -88,17 +88,14 @@ _SOURCE_SQL = f'SELECT * FROM "{MemorySource._meta.db_table}" WHERE "agent_id" =
 
 
 def _state(agent_id: str, key: str) -> ReviewState:
-    found = list(ReviewState.objects.raw(_STATE_SQL, [agent_id, key]))
-    return found[0] if found else ReviewState.objects.get_or_create(agent_id=agent_id, conversation_key=key)[0]
+    return (first_row(ReviewState, _STATE_SQL, [agent_id, key])
+            or ReviewState.objects.get_or_create(agent_id=agent_id, conversation_key=key)[0])
 
 
 def _source(agent_id: str, key: ConversationKey) -> MemorySource:
     source_key = f"conversation:{key}"
-    found = list(MemorySource.objects.raw(_SOURCE_SQL, [agent_id, source_key]))
-    if found:
-        return found[0]
-    return MemorySource.objects.get_or_create(agent_id=agent_id, key=source_key, defaults={
-        "source_type": "conversation", "name": str(key)})[0]
+    return first_row(MemorySource, _SOURCE_SQL, [agent_id, source_key]) or MemorySource.objects.get_or_create(
+        agent_id=agent_id, key=source_key, defaults={"source_type": "conversation", "name": str(key)})[0]
 
 
 def pending_rows(agent_id: str, key: ConversationKey, cursor: int, upto_id: int | None, limit: int):

@@ -7,13 +7,13 @@ Outdated rows are archived, never deleted.
 
 from __future__ import annotations
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from fermix_site import generations
 from fermix_site.conf import valid_id
-from fermix_site.inserts import PreparedInsert
+from fermix_site.statements import PreparedInsert, first_row
 from memory.errors import CodedError
 from memory.models import Category, Memory, MemoryEvent, MemorySource, PromoteTarget, ScopeType
 
@@ -85,17 +85,10 @@ def _validate_row(*, agent_id, owner_id, scope_type, scope_id, key, category, co
         raise MemoryRowError("invalid_actor", f"actor_type must be one of {', '.join(sorted(ACTOR_TYPES))}")
 
 
-# A reviewer's or a tool's write runs these on every fact: written once (see fermix_site.inserts).
+# A reviewer's or a tool's write runs these on every fact: written once (see fermix_site.statements).
 _insert_memory, _insert_event = PreparedInsert(Memory), PreparedInsert(MemoryEvent)
 _BY_KEY_SQL = (f'SELECT * FROM "{Memory._meta.db_table}" WHERE "agent_id" = %s AND "owner_id" = %s '
                'AND "scope_type" = %s AND "scope_id" = %s AND "key" = %s')
-
-
-def _by_key_locked(agent_id: str, owner_id: str, scope_type: str, scope_id: str, key: str) -> Memory | None:
-    """The row with this unique key, locked for the transaction where the database locks rows."""
-    sql = _BY_KEY_SQL + (" FOR UPDATE" if connection.features.has_select_for_update else "")
-    found = list(Memory.objects.raw(sql, [agent_id, owner_id, scope_type, scope_id, key]))
-    return found[0] if found else None
 
 
 def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: str, actor_id: str, reason: str):
@@ -155,7 +148,7 @@ def memory_upsert(
         source_message_id=source_message_id,
     )
     with transaction.atomic():
-        existing = _by_key_locked(agent_id, owner_id, scope_type, scope_id, key)
+        existing = first_row(Memory, _BY_KEY_SQL, [agent_id, owner_id, scope_type, scope_id, key], lock=True)
         if existing is None:
             memory = _insert_memory(Memory(
                 agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id, key=key,

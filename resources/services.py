@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from fermix_site import generations
-from fermix_site.inserts import PreparedInsert
+from fermix_site.statements import PreparedInsert, first_row
 from resources import files
 from resources.catalog import (
     FILE_NAMES,
@@ -70,29 +70,22 @@ def _params(resource: Resource) -> list:
     return [resource.agent_id, resource.resource_type, resource.scope_id]
 
 
-def _locked_row(agent_id: str, resource_type: str, scope_id: str) -> Resource | None:
-    sql = _RESOURCE_SQL + (" FOR UPDATE" if connection.features.has_select_for_update else "")
-    found = list(Resource.objects.raw(sql, [agent_id, resource_type, scope_id]))
-    return found[0] if found else None
-
-
 def _lock_resource(*, agent_id: str, resource_type: str, scope_id: str) -> Resource:
     """The resource row, created if missing, locked until the transaction ends."""
-    resource = _locked_row(agent_id, resource_type, scope_id)
+    resource = first_row(Resource, _RESOURCE_SQL, [agent_id, resource_type, scope_id], lock=True)
     if resource is None:
         key = {"agent_id": agent_id, "resource_type": resource_type}
         path = str(files.resource_file_path(**key)) if is_file_backed(resource_type) else ""
         # ON CONFLICT DO NOTHING: a concurrent creator wins quietly and we lock its row instead.
         Resource.objects.bulk_create([Resource(**key, scope_id=scope_id, resource_path=path)], ignore_conflicts=True)
-        resource = _locked_row(agent_id, resource_type, scope_id)
+        resource = first_row(Resource, _RESOURCE_SQL, [agent_id, resource_type, scope_id], lock=True)
     return resource
 
 
 def _current(resource: Resource) -> ResourceRevision | None:
     if not resource.current_revision:
         return None
-    found = list(ResourceRevision.objects.raw(_REVISION_SQL, [*_params(resource), resource.current_revision]))
-    return found[0] if found else None
+    return first_row(ResourceRevision, _REVISION_SQL, [*_params(resource), resource.current_revision])
 
 
 def _append(resource: Resource, *, content: str, mutation_source: str, provenance: dict) -> ResourceRevision:
@@ -112,8 +105,8 @@ def _append(resource: Resource, *, content: str, mutation_source: str, provenanc
             created_at=timezone.now(),
         ))
         resource.current_revision, resource.updated_at = revision.revision, timezone.now()
-        cursor.execute(_MAKE_CURRENT_SQL, [resource.current_revision, Resource._meta.get_field("updated_at")
-                                           .get_db_prep_save(resource.updated_at, connection), resource.pk])
+        cursor.execute(_MAKE_CURRENT_SQL, [resource.current_revision,
+                                           connection.ops.adapt_datetimefield_value(resource.updated_at), resource.pk])
     if resource.resource_type != ResourceType.CHECKPOINT:
         generations.bump(prompt_generation(resource.agent_id))
     return revision

@@ -242,13 +242,19 @@ def test_a_failure_mid_batch_applies_nothing_and_keeps_the_cursor(model):
     assert ReviewOperation.objects.count() == 0
 
 
-def test_undo_reverses_a_run_as_one_unit(model):
+def moving_to_porto(model, *more_ops):
+    """Ana moved to Porto, gave up her dog and loves jazz: the model replaces, archives and adds."""
     city = fact("home_city", "lives in Lisbon", "identity")
     pet = fact("pet", "has a dog", "identity")
     say("Porto now, no dog, and I love jazz")
     model.push(ops({"op": "replace", "id": city.id, "value": "lives in Porto"},
                    {"op": "archive", "id": pet.id},
-                   {"op": "add", "category": "interest", "key": "music", "value": "loves jazz"}))
+                   {"op": "add", "category": "interest", "key": "music", "value": "loves jazz"}, *more_ops))
+    return city, pet
+
+
+def test_undo_reverses_a_run_as_one_unit(model):
+    city, pet = moving_to_porto(model)
     review()
     run = ReviewRun.objects.get()
     user_md = conf.memory_dir("main") / "USER.md"
@@ -414,14 +420,8 @@ def test_each_applied_operation_moves_the_memories_generation_once(model):
     """The rebuild's reuse of the model's renders counts on it: one generation step per applied operation."""
     from fermix_site import generations
 
-    city = fact("home_city", "lives in Lisbon", "identity")
-    pet = fact("pet", "has a dog", "identity")
-    say("Porto now, no dog, and I love jazz")
-    model.push(ops({"op": "replace", "id": city.id, "value": "lives in Porto"},
-                   {"op": "archive", "id": pet.id},
-                   {"op": "add", "category": "interest", "key": "music", "value": "loves jazz"},
-                   {"op": "add", "category": "interest", "key": "music", "value": "loves jazz"},
-                   {"op": "archive", "id": 99999}))
+    moving_to_porto(model, {"op": "add", "category": "interest", "key": "music", "value": "loves jazz"},
+                    {"op": "archive", "id": 99999})
     before = generations.current(["memories:main"])[0]
     result = review()
     assert (result["ops_replaced"], result["ops_archived"], result["ops_added"], result["ops_skipped"]) == (1, 1, 1, 2)

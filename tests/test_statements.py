@@ -6,7 +6,7 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.forms.models import model_to_dict
 
-from fermix_site.inserts import PreparedInsert
+from fermix_site.statements import PreparedInsert
 from memory.models import Memory, MemoryEvent, ReviewRun
 from resources.models import Resource
 
