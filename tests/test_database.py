@@ -25,22 +25,6 @@ def test_sqlite_is_in_wal_with_normal_sync_and_a_20s_busy_timeout(sqlite_only):
     assert connection.settings_dict["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_wal_check_warns_when_the_database_left_wal(sqlite_only):
-    from memory.checks import check_wal
-
-    assert check_wal() == []
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA journal_mode=DELETE")
-    try:
-        [warning] = check_wal()
-        assert warning.id == "memory.W001" and "journal_mode is delete" in warning.msg
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("PRAGMA journal_mode=WAL")
-    assert check_wal() == []
-
-
 def test_the_documented_tables_exist_with_their_names():
     tables = set(connection.introspection.table_names())
     assert {"messages", "memories", "memory_sources", "scheduled_jobs", "job_runs", "resources",
