@@ -24,17 +24,18 @@ run: $(VENV)/.installed
 	$(PY) manage.py ensure_admin
 	exec $(PY) manage.py serve
 
-# The whole suite on SQLite, then again on PostgreSQL (the browser tests only once: they test pages).
+# The whole suite on SQLite, then again on PostgreSQL (the browser and live-server tests only once: they
+# test pages and the server, each on its own SQLite FERMIX_HOME).
 test: $(VENV)/.dev-installed
 	bash scripts/test-setup.sh
 	$(PY) -m pytest
-	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "not browser"
+	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "not browser and not live"
 
 test-sqlite: $(VENV)/.dev-installed
 	$(PY) -m pytest
 
 test-postgres: $(VENV)/.dev-installed
-	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "not browser"
+	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "not browser and not live"
 
 # BENCH_SIZE=full for 1M messages / 100k memory rows; BENCH_ARGS="--reuse DIR --only a,b" to narrow.
 bench: $(VENV)/.dev-installed

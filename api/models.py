@@ -19,6 +19,9 @@ class ApiKey(models.Model):
     key_hash = models.CharField(max_length=64)
     role = models.CharField(max_length=16, choices=Role.choices)
     agents = models.JSONField(default=list, blank=True)  # empty: every agent
+    # A channel key speaks for a bot, so by default its requests are guests' whatever they say; a bot
+    # that knows who the owner is (a DM with the owner's account) is created to vouch for them.
+    may_assert_operator = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
