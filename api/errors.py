@@ -19,7 +19,7 @@ from memory.compactor import CompactionError
 from memory.conversations import ConversationError
 from memory.reviewer import ReviewBusy, UndoError
 from memory.rows import MemoryRowError
-from providers.errors import ContextLengthError, NoProviderConfigured, ProviderError
+from providers.errors import BudgetSpent, ContextLengthError, NoProviderConfigured, ProviderError
 from resources.errors import ResourceError
 
 logger = logging.getLogger("fermix.api")
@@ -91,6 +91,9 @@ def _provider_error(exc: ProviderError) -> tuple[int, str, str]:
         return 400, "context_length_exceeded", CONTEXT_LENGTH_ADVICE
     if isinstance(exc, NoProviderConfigured):
         return 503, "no_provider", str(exc)
+    if isinstance(exc, BudgetSpent):
+        return 504, "turn_timeout", ("the model did not finish within the turn's time budget "
+                                     "([fermix_core.timeouts] turn_ms); the message is stored, ask again")
     return 502, "provider_error", f"the model provider did not give an answer: {exc}"[:1000]
 
 

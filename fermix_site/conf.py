@@ -74,6 +74,7 @@ class ProviderConf:
 @dataclass(frozen=True)
 class TimeoutsConf:
     llm_buffered_ms: int = 240_000
+    turn_ms: int = 300_000  # a whole turn: every model call and tool round; past it the turn answers 504
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,7 @@ COMPACTION_KEYS = {
     "threshold": _float(0.1, 1.0),
     "reasoning_effort": _choice("minimal", "low", "medium", "high"),
 }
-TIMEOUT_KEYS = {"llm_buffered_ms": _int(1000, 3_600_000)}
+TIMEOUT_KEYS = {"llm_buffered_ms": _int(1000, 3_600_000), "turn_ms": _int(1000, 3_600_000)}
 PROVIDER_KEYS = {
     "kind": _choice("openai", "anthropic"),
     "base_url": _url,

@@ -28,7 +28,15 @@ def envbool(name, default):
 
 CONFIG = conf.get()  # raises ConfigError, naming the key, on any invalid value
 FERMIX_HOME = CONFIG.home
+# Everything Fermix creates is its owner's alone (0600 files, 0700 folders), whoever made FERMIX_HOME
+# and whatever umask the shell had: memory.db holds every conversation.
+os.umask(0o077)
 FERMIX_HOME.mkdir(parents=True, exist_ok=True, mode=0o700)
+# The servers' own files (gunicorn's control socket and heartbeat files) and the temporary files of
+# SQLite (large sorts, VACUUM) stay inside FERMIX_HOME too.
+RUN_DIR = FERMIX_HOME / "run"
+RUN_DIR.mkdir(exist_ok=True, mode=0o700)
+os.environ.setdefault("SQLITE_TMPDIR", str(RUN_DIR))
 
 
 def _secret_key():

@@ -10,3 +10,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
 ]
+
+handler400 = "fermix_site.views.bad_request"
+handler403 = "fermix_site.views.permission_denied"
+handler404 = "fermix_site.views.page_not_found"
+handler500 = "fermix_site.views.server_error"

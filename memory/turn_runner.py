@@ -8,13 +8,16 @@ the reply, commit.
 The model sees the composed system prompt, then the conversation window (which already ends with the
 new message), and is offered the memory tools as function tools. Tool calls are run with the caller's
 trust and fed back, at most MAX_TOOL_ROUNDS times, so a model that keeps calling tools cannot hold a
-request for ever. `answer_with_tools` is shared with scheduled job runs.
+request for ever; and the whole turn has `[fermix_core.timeouts] turn_ms`: once it is spent the chain
+raises BudgetSpent (the API's `504 turn_timeout`), the user's message stays stored. The web server's
+worker timeout is above that budget (see `serve`). `answer_with_tools` is shared with scheduled job runs.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 
 from fermix_site.conf import conf
@@ -74,16 +77,17 @@ def _run_call(call: dict, ctx: ToolContext) -> ToolResult:
 
 
 def answer_with_tools(*, messages: list[dict], ctx: ToolContext, agent_tag: str, conversation_key: str,
-                      max_rounds: int = MAX_TOOL_ROUNDS) -> ToolLoop:
+                      max_rounds: int = MAX_TOOL_ROUNDS, deadline: float | None = None) -> ToolLoop:
     """Ask the provider chain, running the memory tools the model calls, until it answers in text.
 
-    Raises ProviderError (ContextLengthError when the prompt does not fit). Call it outside a
-    transaction: the model may think for minutes.
+    Raises ProviderError (ContextLengthError when the prompt does not fit, BudgetSpent past
+    `deadline`, a `time.monotonic()` value). Call it outside a transaction: the model may think for
+    minutes.
     """
     loop, messages = ToolLoop(), list(messages)
     for round_number in range(max_rounds + 1):
         result = chat(messages=messages, tools=DEFINITIONS, agent_tag=agent_tag, agent_id=ctx.agent_id,
-                      conversation_key=conversation_key)
+                      conversation_key=conversation_key, deadline=deadline)
         loop.add(result)
         if not result.tool_calls:
             loop.text = result.text
@@ -145,6 +149,7 @@ def turn_run(*, agent_id: str, conversation: str | ConversationKey, content: str
     guest's), so it is kept even when the provider fails. A ContextLengthError is raised for the
     caller to answer with advice to /compact or /new.
     """
+    deadline = time.monotonic() + conf.timeouts.turn_ms / 1000
     key = ConversationKey.parse(conversation)
     owner_id = owner_id or conf.memory.owner_id
     message_append(agent_id=agent_id, conversation=key, role=Role.USER, content=content, owner_id=owner_id,
@@ -156,7 +161,7 @@ def turn_run(*, agent_id: str, conversation: str | ConversationKey, content: str
     composed, history = prompt_for(agent_id=agent_id, conversation=key)
     ctx = ToolContext(agent_id=agent_id, owner_id=owner_id, conversation=key, trust=trust, actor_id="turn")
     loop = answer_with_tools(messages=[*composed.system_messages, *history], ctx=ctx, agent_tag=AGENT_TAG,
-                             conversation_key=str(key))
+                             conversation_key=str(key), deadline=deadline)
     reply = message_append(
         agent_id=agent_id, conversation=key, role=Role.ASSISTANT, content=loop.text, owner_id=owner_id,
         sender=agent_id, trust=trust,

@@ -22,7 +22,7 @@ from django.db import DatabaseError
 from fermix_site.conf import ProviderConf, conf
 from providers import anthropic, openai
 from providers.base import ChatRequest, ChatResult
-from providers.errors import ContextLengthError, NoProviderConfigured, ProviderError
+from providers.errors import BudgetSpent, ContextLengthError, NoProviderConfigured, ProviderError
 from providers.models import ModelCall
 from providers.transport import post_json
 
@@ -51,11 +51,14 @@ def chat(
     temperature: float | None = None,
     reasoning_effort: str | None = None,
     timeout_ms: int | None = None,
+    deadline: float | None = None,
 ) -> ChatResult:
     """Ask the provider chain for one answer; raise ProviderError (or a subclass) if none gives one.
 
-    `timeout_ms` (default `[fermix_core.timeouts] llm_buffered_ms`) bounds each attempt. When every
-    provider fails transiently, the raised error lists them all in `failures`.
+    `timeout_ms` (default `[fermix_core.timeouts] llm_buffered_ms`) bounds each attempt. `deadline`
+    (a `time.monotonic()` value) bounds the whole chain: no attempt outlasts it, and BudgetSpent is
+    raised once it has passed. When every provider fails transiently, the raised error lists them all
+    in `failures`.
     """
     if not agent_tag or not agent_id:
         raise ValueError("agent_tag and agent_id are required: every model call is traced under them")
@@ -71,9 +74,14 @@ def chat(
     with httpx.Client(follow_redirects=False, verify=_tls_context()) as client:
         for index, provider in enumerate(chain):
             is_last = index == len(chain) - 1
+            remaining = deadline - time.monotonic() if deadline is not None else timeout_s
+            if remaining <= 0:
+                raise BudgetSpent()
             try:
-                result = _ask(client, provider, request, timeout_s, trace, is_last=is_last)
+                result = _ask(client, provider, request, min(timeout_s, remaining), trace, is_last=is_last)
             except ProviderError as exc:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise BudgetSpent() from exc
                 failures.append(exc)
                 if not exc.transient:
                     raise

@@ -32,3 +32,10 @@ class NoProviderConfigured(ProviderError):
     def __init__(self, message: str = "no model provider is configured: add a [fermix_core.providers.<name>] "
                                       "table to config.toml (see docs/providers.md)"):
         super().__init__(message, transient=False)
+
+
+class BudgetSpent(ProviderError):
+    """The caller's time budget (a whole turn's) ran out before a provider answered."""
+
+    def __init__(self):
+        super().__init__("the time this request may take was spent before a provider answered", transient=False)

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from django.db import transaction
 from django_q.tasks import async_task
 from ninja import Field, Query, Router, Schema, Status
+from pydantic import StrictBool
 
 from api import schemas as s
 from jobs import selectors, services
@@ -28,7 +29,7 @@ class JobIn(Schema):
                                          description="interval: a whole number of minutes, in seconds")
     cron: str | None = Field(None, max_length=100, description="cron: five fields, UTC")
     owner_id: s.Ident | None = None
-    enabled: bool = True
+    enabled: StrictBool = True
     silent_marker: str = Field("[SILENT]", max_length=100)
 
 
@@ -39,7 +40,7 @@ class JobPatch(Schema):
     run_at: datetime | None = None
     interval_seconds: int | None = Field(None, ge=60, le=s.MAX_INT)
     cron: str | None = Field(None, max_length=100)
-    enabled: bool | None = None
+    enabled: StrictBool | None = None
     silent_marker: str | None = Field(None, max_length=100)
 
 

@@ -1,4 +1,9 @@
-"""Serve the web app (gunicorn) and run the django-q2 cluster together until Ctrl-C."""
+"""Serve the web app (gunicorn) and run the django-q2 cluster together until Ctrl-C.
+
+gunicorn runs threaded workers (`fermix_site.serving.ThreadWorker`, see docs/deployment.md for why):
+FERMIX_WEB_WORKERS processes of FERMIX_WEB_THREADS threads. Everything gunicorn writes (its control
+socket, the workers' heartbeat files) and every temporary file stays inside $FERMIX_HOME/run.
+"""
 
 import os
 import signal
@@ -8,7 +13,12 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from fermix_site.settings import BASE_DIR
+from fermix_site.conf import conf
+from fermix_site.settings import BASE_DIR, RUN_DIR
+
+# The worker timeout is only for a worker that stops answering its master; it must outlast the longest
+# request, a turn, so that a turn that spends its whole budget answers 504 instead of being killed.
+WORKER_TIMEOUT_MARGIN_S = 30
 
 
 class Command(BaseCommand):
@@ -18,6 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("--bind", default=os.environ.get("FERMIX_BIND", "127.0.0.1"))
         parser.add_argument("--port", default=os.environ.get("FERMIX_PORT", "8000"))
         parser.add_argument("--web-workers", type=int, default=int(os.environ.get("FERMIX_WEB_WORKERS", "2")))
+        parser.add_argument("--web-threads", type=int, default=int(os.environ.get("FERMIX_WEB_THREADS", "32")))
 
     def handle(self, *args, **options):
         port = options["port"]
@@ -25,12 +36,18 @@ class Command(BaseCommand):
             raise CommandError(f"FERMIX_PORT must be a port number from 1 to 65535, got {port!r}")
         bind = options["bind"]
         address = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
+        run = RUN_DIR
         web = [sys.executable, "-m", "gunicorn", "fermix_site.wsgi:application", "--bind", address,
-               "--workers", str(options["web_workers"]), "--timeout", "300", "--graceful-timeout", "10",
+               "--worker-class", "fermix_site.serving.ThreadWorker", "--workers", str(options["web_workers"]),
+               "--threads", str(options["web_threads"]),
+               "--timeout", str(conf.timeouts.turn_ms // 1000 + WORKER_TIMEOUT_MARGIN_S), "--graceful-timeout", "10",
+               "--control-socket", str(run / "gunicorn.ctl"), "--worker-tmp-dir", str(run),
                "--access-logfile", "-"]
         cluster = [sys.executable, str(BASE_DIR / "manage.py"), "qcluster"]
         names = ("web server", "task cluster")
-        children = [subprocess.Popen(cmd, cwd=BASE_DIR) for cmd in (web, cluster)]
+        # Temporary files of the servers (Python's, SQLite's) go under $FERMIX_HOME, never to /tmp.
+        env = {**os.environ, "TMPDIR": str(run), "SQLITE_TMPDIR": str(run)}
+        children = [subprocess.Popen(cmd, cwd=BASE_DIR, env=env) for cmd in (web, cluster)]
         self.stdout.write(f"Fermix is serving http://{address}/ (admin at /admin/); Ctrl-C stops it.")
         self.stdout.flush()
         stopping = False
