@@ -1,8 +1,6 @@
 """The edge of the API: what is checked before ninja sees a request, and what it may not answer raw.
 
 - A NUL character anywhere (path, query, JSON text) is a 400: PostgreSQL cannot store or compare it.
-- A path or query whose percent-escapes are not UTF-8 (`telegram:%ff`) is a 400, wherever the value
-  sits: Django would keep it as `%FF` text in a path and as U+FFFD in a query, two different keys.
 - A JSON body must be an object (`400 body_not_object`): every endpoint's body is one.
 - Content-Length is checked first: a value that is not a number is a 400, more than
   DATA_UPLOAD_MAX_MEMORY_SIZE (1 MiB) a 413, both before the key is looked up or the body read.
@@ -18,7 +16,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-from urllib.parse import unquote_to_bytes
 
 from django.conf import settings
 from django.views.decorators.csrf import csrf_exempt
@@ -99,13 +96,6 @@ def _url_problem(request):
     texts = [request.path, *(value for values in request.GET.lists() for value in values[1])]
     if any("\x00" in text for text in texts):
         return error_response(400, "invalid_text", "the URL holds a NUL character (%00), which is not allowed")
-    raw = [request.META.get("PATH_INFO", "").encode("latin-1", "replace"),
-           unquote_to_bytes(request.META.get("QUERY_STRING", "").replace("+", " "))]
-    try:
-        [part.decode("utf-8") for part in raw]
-    except UnicodeDecodeError:
-        return error_response(400, "invalid_utf8", "the URL's percent-escapes are not UTF-8 text "
-                                                   "(encode the text as UTF-8, then percent-encode the bytes)")
     return None
 
 

@@ -9,9 +9,11 @@ a model holds one thread, not a whole worker. Two things are added here:
 - the JSON error shape for what gunicorn answers itself (an over-long request line or header, a bad
   Content-Length, a malformed request), where gunicorn would send an HTML page.
 
-The request body is read here too (`read_body`), before Django sees the request: a chunked body is
-read and limited like any other (Django would read it as empty), and a body that stops arriving is a
-408 rather than a thread blocked inside a view.
+Before Django sees a request (`at_the_edge`), two things only the raw request shows are checked:
+- the URL: a path or query whose percent-escapes are not UTF-8 (`telegram:%ff`) is a 400 wherever it
+  sits. Django would keep it as `%FF` text in a path but as U+FFFD in a query: one key, two meanings;
+- the body, read now: a chunked body is read and limited like any other (Django would read it as
+  empty), and a body that stops arriving is a 408 rather than a thread blocked inside a view.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import errno
 import io
 import json
 import socket
+from urllib.parse import unquote_to_bytes
 
 from gunicorn.http import errors as http_errors
 from gunicorn.util import write_nonblock
@@ -156,11 +159,22 @@ def read_body(environ: dict, limit: int) -> tuple[int, str, str] | None:
     return None
 
 
-def with_read_body(application, limit: int):
-    """Wrap a WSGI application so that every body is read (and its silence timed) before it runs."""
+def url_problem(environ: dict) -> tuple[int, str, str] | None:
+    """A path or query that is not UTF-8 once its percent-escapes are decoded."""
+    try:
+        environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8")
+        unquote_to_bytes(environ.get("QUERY_STRING", "")).decode("utf-8")
+    except UnicodeError:
+        return 400, "invalid_utf8", ("the URL's percent-escapes are not UTF-8 text (encode the text as UTF-8, "
+                                     "then percent-encode its bytes)")
+    return None
+
+
+def at_the_edge(application, limit: int):
+    """Wrap a WSGI application: the URL checked and the body read (its silence timed) before it runs."""
 
     def app(environ, start_response):
-        refusal = read_body(environ, limit)
+        refusal = url_problem(environ) or read_body(environ, limit)
         if refusal is None:
             return application(environ, start_response)
         status, code, message = refusal

@@ -17,12 +17,14 @@ for _ in $(seq 1 30); do
   pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && break
   sleep 1
 done
-# The console's browser tests drive Debian's chromium through chromium-driver (needs root for apt-get).
-if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+# The console's browser tests drive Debian's chromium through chromium-driver; the files test traces
+# the server's system calls with strace (both need root for apt-get).
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ] || [ ! -x /usr/bin/strace ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver strace \
+      >/dev/null
   else
-    echo "test-setup: chromium and chromium-driver are missing; the browser tests will be skipped" >&2
+    echo "test-setup: chromium, chromium-driver or strace is missing; the tests that need them will be skipped" >&2
   fi
 fi

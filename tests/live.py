@@ -37,8 +37,10 @@ def free_port() -> int:
 class LiveServer:
     """One `manage.py serve` with its own FERMIX_HOME and port; `stop()` (or the fixture) ends it."""
 
-    def __init__(self, home: Path, *, config: str = "", env: dict | None = None, web_workers: int | None = None):
+    def __init__(self, home: Path, *, config: str = "", env: dict | None = None, web_workers: int | None = None,
+                 umask: int = -1, wrapper: list[str] = ()):
         self.home, self.port = home, free_port()
+        self.umask, self.wrapper = umask, list(wrapper)  # the processes' umask; a command to run serve under
         home.mkdir(parents=True, exist_ok=True)
         if config:
             (home / "config.toml").write_text(config, encoding="utf-8")
@@ -55,19 +57,19 @@ class LiveServer:
 
     def manage(self, *args, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=check,
-                              capture_output=True, text=True, timeout=timeout)
+                              capture_output=True, text=True, timeout=timeout, umask=self.umask)
 
     def key(self, name: str, role: str = "channel", *flags: str) -> str:
         return self.manage("apikey_create", "--name", name, "--role", role, *flags).stdout.strip().split()[-1]
 
     def start(self, timeout: float = 60) -> LiveServer:
         self.manage("migrate", "--noinput", "-v0")
-        command = [sys.executable, "manage.py", "serve"]
+        command = [*self.wrapper, sys.executable, "manage.py", "serve"]
         if self.web_workers:
             command += ["--web-workers", str(self.web_workers)]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+                                            start_new_session=True, umask=self.umask)
         self.wait_healthy(timeout)
         return self
 
@@ -138,10 +140,24 @@ def status_and_json(answer: bytes) -> tuple[int, dict | None]:
     """The status and JSON body of a raw HTTP answer (None when the body is not JSON)."""
     head, _, body = answer.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/") else 0
+    if b"transfer-encoding: chunked" in head.lower():
+        body = _unchunk(body)
     try:
         return status, json.loads(body)
     except ValueError:
         return status, None
+
+
+def _unchunk(body: bytes) -> bytes:
+    parts = []
+    while body:
+        size, _, rest = body.partition(b"\r\n")
+        length = int(size.split(b";")[0] or b"0", 16)
+        if not length:
+            break
+        parts.append(rest[:length])
+        body = rest[length + 2:]
+    return b"".join(parts)
 
 
 @pytest.fixture
@@ -149,10 +165,8 @@ def fermix_server(tmp_path):
     """A factory of started LiveServers (`fermix_server(config=…)`), each stopped after the test."""
     servers: list[LiveServer] = []
 
-    def start(*, config: str = "", env: dict | None = None, web_workers: int | None = None,
-              home: Path | None = None, started: bool = True) -> LiveServer:
-        server = LiveServer(home or tmp_path / f"home{len(servers)}", config=config, env=env,
-                            web_workers=web_workers)
+    def start(*, home: Path | None = None, started: bool = True, **options) -> LiveServer:
+        server = LiveServer(home or tmp_path / f"home{len(servers)}", **options)
         servers.append(server)
         return server.start() if started else server
 

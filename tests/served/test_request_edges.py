@@ -1,0 +1,97 @@
+"""What the real server answers at the edges of HTTP: every refusal in the JSON error shape."""
+
+import pytest
+
+from tests.live import status_and_json
+
+pytestmark = [pytest.mark.slow, pytest.mark.live]
+
+APPEND = "/api/v1/agents/main/conversations/telegram:1/messages"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from tests.live import LiveServer
+
+    server = LiveServer(tmp_path_factory.mktemp("edges") / "home").start()
+    server.operator = server.key("ops", "operator")
+    yield server
+    server.stop()
+
+
+def request(server, head: str, body: bytes = b"", host: str = "127.0.0.1") -> tuple[int, dict | None]:
+    lines = head + f"\r\nHost: {host}\r\nAuthorization: Bearer {server.operator}\r\nConnection: close\r\n"
+    return status_and_json(server.raw(lines.encode() + b"\r\n" + body, timeout=30))
+
+
+def chunked(body: bytes, size: int = 64 * 1024) -> bytes:
+    pieces = [body[i:i + size] for i in range(0, len(body), size)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize("body", [b"[null]", b"true", b'"x"', b"3", b"null", b"[]"])
+def test_a_json_body_that_is_not_an_object_is_400_body_not_object(server, body):
+    with server.client(server.operator) as client:
+        answer = client.post(APPEND, content=body, headers={"Content-Type": "application/json"})
+    assert (answer.status_code, answer.json()["error"]["code"]) == (400, "body_not_object")
+
+
+def test_a_chunked_body_is_read_and_stored(server):
+    body = chunked(b'{"role": "user", "content": "in chunks"}', 7)
+    status, _ = request(server, f"POST {APPEND} HTTP/1.1\r\nContent-Type: application/json\r\n"
+                                "Transfer-Encoding: chunked", body)
+    assert status == 201
+    with server.client(server.operator) as client:
+        assert client.get(APPEND).json()["messages"][-1]["content"] == "in chunks"
+
+
+def test_a_chunked_body_over_the_limit_is_413(server):
+    big = b'{"role": "user", "content": "' + b"x" * (3 * 1024 * 1024) + b'"}'
+    status, body = request(server, f"POST {APPEND} HTTP/1.1\r\nContent-Type: application/json\r\n"
+                                   "Transfer-Encoding: chunked", chunked(big))
+    assert (status, body["error"]["code"]) == (413, "body_too_large")
+
+
+@pytest.mark.parametrize(("head", "status", "code"), [
+    ("GET /api/v1/agents/main/memories?q=" + "a" * 9000 + " HTTP/1.1", 414, "request_line_too_long"),
+    ("GET /healthz HTTP/1.1\r\nX-Long: " + "b" * 9000, 431, "headers_too_large"),
+    ("GET /healthz HTTP/1.1" + "".join(f"\r\nX-{i}: y" for i in range(120)), 431, "headers_too_large"),
+    (f"POST {APPEND} HTTP/1.1\r\nContent-Length: abc", 400, "invalid_header"),
+    (f"POST {APPEND} HTTP/1.1\r\nContent-Length: -1", 400, "invalid_header"),
+    (f"POST {APPEND} HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6", 400, "invalid_header"),
+])
+def test_what_gunicorn_refuses_itself_is_json(server, head, status, code):
+    answer_status, body = request(server, head)
+    assert (answer_status, body["error"]["code"]) == (status, code)
+
+
+def test_a_disallowed_host_is_json(server):
+    status, body = request(server, "GET /healthz HTTP/1.1", host="evil.example")
+    assert (status, body["error"]["code"]) == (400, "disallowed_host")
+    status, body = request(server, "GET /api/v1/agents/main/memories HTTP/1.1", host="evil.example")
+    assert (status, body["error"]["code"]) == (400, "disallowed_host")
+
+
+def test_an_unknown_path_outside_the_api_is_json(server):
+    status, body = request(server, "GET /no/such/page HTTP/1.1")
+    assert (status, body["error"]["code"]) == (404, "not_found")
+
+
+def test_a_conversation_key_decodes_the_same_in_a_path_and_in_a_query(server):
+    with server.client(server.operator) as client:
+        in_path = client.get("/api/v1/agents/main/conversations/telegram:%ff/messages")
+        in_query = client.get("/api/v1/agents/main/prompt?conversation=telegram:%ff")
+        fine_path = client.get("/api/v1/agents/main/conversations/telegram:%C3%A9/messages")
+        fine_query = client.get("/api/v1/agents/main/prompt?conversation=telegram:%C3%A9")
+    assert (in_path.status_code, in_path.json()["error"]["code"]) == (400, "invalid_utf8")
+    assert (in_query.status_code, in_query.json()["error"]["code"]) == (400, "invalid_utf8")
+    assert fine_path.json()["conversation"] == fine_query.json()["conversation"] == "telegram:é:root"
+
+
+def test_booleans_are_booleans(server):
+    job = {"name": "daily", "prompt": "say hi", "schedule_type": "interval", "interval_seconds": 3600}
+    with server.client(server.operator) as client:
+        for wrong in (0, 1, "true", "yes"):
+            answer = client.post("/api/v1/agents/main/jobs", json={**job, "enabled": wrong})
+            assert (answer.status_code, answer.json()["error"]["code"]) == (422, "invalid_input"), wrong
+        assert client.post("/api/v1/agents/main/jobs", json={**job, "enabled": False}).status_code == 201
