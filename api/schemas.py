@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import AfterValidator
+from pydantic import AfterValidator, StrictInt
 
 from fermix_site.conf import valid_id
 
@@ -26,7 +26,8 @@ Ident = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_
 Trust = Literal["operator", "guest"]
 Text = Annotated[str, Field(max_length=512 * 1024)]
 MAX_INT = 2**31 - 1  # every integer column is at least this wide on SQLite and PostgreSQL
-Tokens = Annotated[int, Field(ge=1, le=1_000_000_000)]
+# Body integers are JSON numbers: `true` is not 1 (pydantic would take it), nor is "5".
+Tokens = Annotated[StrictInt, Field(ge=1, le=1_000_000_000)]
 
 
 class Error(Schema):
@@ -77,7 +78,7 @@ class WindowOut(Schema):
 class CommitIn(Schema):
     owner_id: Ident | None = None
     trust: Trust = "guest"
-    peak_prompt_tokens: int | None = Field(..., ge=0, le=1_000_000_000,
+    peak_prompt_tokens: StrictInt | None = Field(..., ge=0, le=1_000_000_000,
                                            description="the turn's largest provider-reported prompt tokens; "
                                                        "null when the provider gave none")
     context_window: Tokens | None = Field(None, description="the model's context window in tokens "
@@ -314,7 +315,7 @@ class DiffOut(Schema):
 
 
 class RollbackIn(Schema):
-    revision: int = Field(..., ge=1, le=MAX_INT)
+    revision: StrictInt = Field(..., ge=1, le=MAX_INT)
 
 
 class RollbackOut(Schema):
@@ -329,7 +330,7 @@ class RollbackOut(Schema):
 class SoulProposalIn(Schema):
     mode: Literal["review", "suggest", "revert", "reset"]
     instruction: str = Field("", max_length=4000)
-    revision: int | None = Field(None, ge=1, le=MAX_INT, description="revert: the SOUL.md revision to restore")
+    revision: StrictInt | None = Field(None, ge=1, le=MAX_INT, description="revert: the SOUL.md revision to restore")
     trust: Trust = "guest"
 
 

@@ -14,6 +14,9 @@ from ninja import NinjaAPI
 from api import boundary, errors
 from api.auth import ApiKeyAuth
 from api.routes import conversations, jobs, memories, resources
+from fermix_site.conf import ID_RE
+from memory.conversations import CHANNEL_RE, PART_RE
+from resources.models import ResourceType
 
 COMMON_ERRORS = {
     "400": "Invalid input (the message says which)",
@@ -21,8 +24,28 @@ COMMON_ERRORS = {
     "403": "The key or the trust may not do this",
     "404": "Unknown endpoint, id or token",
     "409": "Conflict: stale base, checkpoint rollback, concurrent run",
+    "408": "The request did not arrive in full (the client went silent)",
     "413": "Request body over 1 MiB",
+    "414": "The request line (path and query) is too long",
     "422": "A field failed validation (the message names it)",
+    "431": "The request headers are too large",
+}
+# What the server answers beyond the client's mistakes, and where: a model call (502 the provider
+# failed, 503 none configured, 504 the turn's budget spent) and a full disk or database (507, writes).
+MODEL_ERRORS = {
+    "502": "The model provider gave no usable answer",
+    "503": "No model provider is configured",
+    "504": "The turn's time budget ([fermix_core.timeouts] turn_ms) was spent",
+}
+STORAGE_ERRORS = {"507": "The disk or the database is full; nothing was written"}
+MODEL_PATHS = ("/turns", "/compact", "/preflight", "/review", "/soul/proposals", "/run")
+PART = PART_RE.pattern.strip("^$").replace("{1,256}", "+")
+# The formats the server checks, said in the document so that a client (or a fuzzer) knows them.
+PATH_PARAMETERS = {
+    "agent": {"type": "string", "pattern": ID_RE.pattern, "example": "main"},
+    "conv": {"type": "string", "pattern": f"^{CHANNEL_RE.pattern.strip('^$')}:{PART}(:{PART})?$",
+             "example": "telegram:12345", "description": "conversation key `<channel>:<chat_id>[:<thread_scope>]`"},
+    "resource_type": {"type": "string", "enum": list(ResourceType.values), "example": "user_md"},
 }
 
 
@@ -47,12 +70,24 @@ class FermixAPI(NinjaAPI):
             schemas["ErrorOut"] = {"type": "object", "title": "ErrorOut", "required": ["error"], "properties": {
                 "error": {"type": "object", "required": ["code", "message"], "properties": {
                     "code": {"type": "string"}, "message": {"type": "string"}}}}}
-        for operations in schema["paths"].values():
-            for operation in operations.values():
-                for status, description in COMMON_ERRORS.items():
+        for path, operations in schema["paths"].items():
+            for method, operation in operations.items():
+                for status, description in self._errors_of(path, method).items():
                     operation["responses"].setdefault(status, {
                         "description": description, "content": {"application/json": {"schema": error_ref}}})
+                for parameter in operation.get("parameters", []):
+                    if parameter["in"] == "path" and parameter["name"] in PATH_PARAMETERS:
+                        parameter["schema"] = {**parameter.get("schema", {}), **PATH_PARAMETERS[parameter["name"]]}
         return schema
+
+    @staticmethod
+    def _errors_of(path: str, method: str) -> dict:
+        found = dict(COMMON_ERRORS)
+        if method != "get":
+            found.update(STORAGE_ERRORS)
+        if method == "post" and path.endswith(MODEL_PATHS) or "/soul/proposals" in path:
+            found.update(MODEL_ERRORS)
+        return found
 
 
 api = FermixAPI(

@@ -31,7 +31,8 @@ ROLES, TRUSTS = frozenset(Role.values), frozenset(Trust.values)
 MAX_CONTENT_BYTES = 512 * 1024
 
 CHANNEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-PART_RE = re.compile(r"^[^\s:/\\\x00-\x1f\x7f]{1,256}$")
+# \x85 and \ufeff are named because Python's \s and JavaScript's (the OpenAPI document's) differ on them.
+PART_RE = re.compile(r"^[^\s:/\\\x00-\x1f\x7f\x85\ufeff]{1,256}$")
 
 _window_cache = generations.local_cache(max_entries=4096)
 
