@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.db import DatabaseError
 from django.utils import timezone
 from ninja.security import HttpBearer
 
 from api.errors import ApiError, unauthorized
 from api.models import KEY_PREFIX, ApiKey
 from fermix_site.conf import valid_id
+from fermix_site.storage import is_storage_full
 
 MAX_KEY_CHARS = 200
 # last_used_at is for people ("is this key still in use?"), so one write a minute per key is plenty
@@ -62,6 +64,19 @@ class Principal:
                                                        "\"trust\": \"operator\" when the owner asked for it")
 
 
+def _touch(key: ApiKey) -> None:
+    now = timezone.now()
+    if key.last_used_at is not None and now - key.last_used_at <= TOUCH_EVERY:
+        return
+    try:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    except DatabaseError as exc:
+        # A full database must not turn reads into refusals: the request itself says whether it can
+        # be served, and the next request tries the touch again.
+        if not is_storage_full(exc):
+            raise
+
+
 class ApiKeyAuth(HttpBearer):
     def __call__(self, request):
         header = request.headers.get("Authorization", "")
@@ -89,7 +104,5 @@ class ApiKeyAuth(HttpBearer):
                                               "`python manage.py apikey_create`")
         if key.revoked_at is not None:
             raise unauthorized("revoked_key", "this API key was revoked; ask the operator for a new one")
-        now = timezone.now()
-        if key.last_used_at is None or now - key.last_used_at > TOUCH_EVERY:
-            ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        _touch(key)
         return Principal(key.pk, key.name, key.role, tuple(key.agents or ()))

@@ -14,6 +14,7 @@ from django.http import Http404, JsonResponse
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 
+from fermix_site.storage import STORAGE_FULL_MESSAGE, is_storage_full
 from jobs.services import JobError
 from memory.compactor import CompactionError
 from memory.conversations import ConversationError
@@ -97,10 +98,12 @@ def _provider_error(exc: ProviderError) -> tuple[int, str, str]:
     return 502, "provider_error", f"the model provider did not give an answer: {exc}"[:1000]
 
 
-def status_of(exc: Exception) -> tuple[int, str, str]:
+def status_of(exc: Exception | None) -> tuple[int, str, str]:
     """(status, code, message) for any error a service raises; 500 only for a genuine bug."""
     if isinstance(exc, ApiError):
         return exc.status, exc.code, exc.message
+    if is_storage_full(exc):  # whatever layer it surfaced in: the disk or the database is full
+        return 507, "storage_full", STORAGE_FULL_MESSAGE
     if isinstance(exc, ResourceError):
         return exc.http_status, exc.code, exc.message
     if isinstance(exc, MemoryRowError):

@@ -39,6 +39,13 @@ class ErrorOut(Schema):
     error: Error
 
 
+WARNINGS_HELP = ("what of a committed change is not in place yet: `prompt_files_not_rebuilt` when the change "
+                 "is stored but USER.md / MEMORY.md could not be rewritten (a full disk); the next rebuild "
+                 "writes them")
+
+Warnings = Annotated[list[str], Field(description=WARNINGS_HELP)]
+
+
 # --- conversations ---------------------------------------------------------------------------------
 
 
@@ -143,6 +150,7 @@ class TurnOut(Schema):
     usage: Usage
     message_id: int = Field(description="id of the stored reply")
     commit: CommitOut = Field(description="what the turn's commit started")
+    warnings: Warnings = []
 
 
 class ChatMessage(Schema):
@@ -175,6 +183,7 @@ class ToolOut(Schema):
     ok: bool
     result: str
     data: dict[str, Any] | list[Any]
+    warnings: Warnings = []
 
 
 class MemoryOut(Schema):
@@ -203,7 +212,9 @@ class ArchiveIn(Schema):
 
 class MemoryChangeOut(Schema):
     memory: MemoryOut
-    rendered_in: list[str] = Field(description="prompt files that show the row after the rebuild")
+    rendered_in: list[str] = Field(description="prompt files that show the row after the rebuild (none when "
+                                               "they were not rebuilt: see `warnings`)")
+    warnings: Warnings = []
 
 
 class ReviewIn(Schema):
@@ -241,6 +252,7 @@ class UndoOut(Schema):
     run_id: int
     status: str
     operations_reversed: int
+    warnings: Warnings = []
 
 
 class MemorySourceOut(Schema):

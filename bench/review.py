@@ -160,13 +160,13 @@ def measure_overhead(data, count: int) -> list[Figure]:
             return chat(**kwargs)
 
     in_rebuild = Stopwatch()
-    rebuild = reviewer.prompt_files_rebuild
+    rebuild = reviewer.prompt_files_rebuild_after_commit
 
     def timed_rebuild(**kwargs):
         with in_rebuild:
             return rebuild(**kwargs)
 
-    reviewer.chat, reviewer.prompt_files_rebuild = timed_chat, timed_rebuild
+    reviewer.chat, reviewer.prompt_files_rebuild_after_commit = timed_chat, timed_rebuild
     raw = raw_connect(data.db)
     in_raw_model = Stopwatch()
 
@@ -193,7 +193,7 @@ def measure_overhead(data, count: int) -> list[Figure]:
                 service.add(total.wall[0] - in_model.wall[-1], total.cpu[0] - in_model.cpu[-1])
                 baseline.add(raw_total.wall[0] - in_raw_model.wall[-1], raw_total.cpu[0] - in_raw_model.cpu[-1])
     finally:
-        reviewer.chat, reviewer.prompt_files_rebuild = chat, rebuild
+        reviewer.chat, reviewer.prompt_files_rebuild_after_commit = chat, rebuild
         raw.close()
         stop_model(fake, data.home)
         connection.close()

@@ -78,12 +78,23 @@ class TimeoutsConf:
 
 
 @dataclass(frozen=True)
+class StorageConf:
+    durability: str = "normal"  # "full": SQLite syncs the WAL at every commit (read at start-up)
+    min_free_mb: int = 32  # below this much free space under FERMIX_HOME, /healthz reports storage full
+
+    @property
+    def min_free_bytes(self) -> int:
+        return self.min_free_mb * 1024 * 1024
+
+
+@dataclass(frozen=True)
 class Config:
     home: Path
     memory: MemoryConf = field(default_factory=MemoryConf)
     compaction: CompactionConf = field(default_factory=CompactionConf)
     providers: tuple[ProviderConf, ...] = ()
     timeouts: TimeoutsConf = field(default_factory=TimeoutsConf)
+    storage: StorageConf = field(default_factory=StorageConf)
 
     @property
     def config_path(self) -> Path:
@@ -197,6 +208,7 @@ COMPACTION_KEYS = {
     "reasoning_effort": _choice("minimal", "low", "medium", "high"),
 }
 TIMEOUT_KEYS = {"llm_buffered_ms": _int(1000, 3_600_000), "turn_ms": _int(1000, 3_600_000)}
+STORAGE_KEYS = {"durability": _choice("normal", "full"), "min_free_mb": _int(0, 10**7)}
 PROVIDER_KEYS = {
     "kind": _choice("openai", "anthropic"),
     "base_url": _url,
@@ -205,7 +217,8 @@ PROVIDER_KEYS = {
     "context_window": _int(1024, 100_000_000),
     "primary": _bool,
 }
-SECTIONS = {"memory": MEMORY_KEYS, "compaction": COMPACTION_KEYS, "timeouts": TIMEOUT_KEYS}
+SECTIONS = {"memory": MEMORY_KEYS, "compaction": COMPACTION_KEYS, "timeouts": TIMEOUT_KEYS,
+            "storage": STORAGE_KEYS}
 
 
 def _section(name: str, raw: dict, keys: dict, environ) -> dict:
@@ -270,7 +283,7 @@ def load(environ=None) -> Config:
     unknown = set(core) - set(SECTIONS) - {"providers"}
     if unknown:
         raise ConfigError(f"fermix_core.{sorted(unknown)[0]} is not a known section "
-                          f"(known: memory, compaction, providers, timeouts)")
+                          f"(known: {', '.join([*SECTIONS, 'providers'])})")
     sections = {name: _section(name, core.get(name, {}), keys, environ) for name, keys in SECTIONS.items()}
     return Config(
         home=home,
@@ -278,6 +291,7 @@ def load(environ=None) -> Config:
         compaction=CompactionConf(**sections["compaction"]),
         providers=_providers(core.get("providers", {})),
         timeouts=TimeoutsConf(**sections["timeouts"]),
+        storage=StorageConf(**sections["storage"]),
     )
 
 

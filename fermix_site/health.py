@@ -1,4 +1,4 @@
-"""Database reachability and the django-q2 cluster's heartbeat, for /healthz and doctor."""
+"""Database reachability, room left on the disk and the django-q2 cluster's heartbeat, for /healthz and doctor."""
 
 from datetime import timedelta
 
@@ -6,6 +6,7 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from fermix_site.models import Heartbeat
+from fermix_site.storage import storage_state
 
 CLUSTER = "qcluster"
 # The heartbeat schedule runs every minute; three missed beats mean the cluster is gone.
@@ -30,6 +31,7 @@ def worker_state() -> dict:
 
 
 def report() -> dict:
+    """The service's state; `status` is "ok" only while the database answers and the disk has room."""
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
@@ -38,4 +40,6 @@ def report() -> dict:
     except DatabaseError as exc:
         database = {"ok": False, "vendor": connection.vendor, "error": str(exc)[:200]}
         worker = {"state": "unknown", "last_heartbeat": None}
-    return {"status": "ok" if database["ok"] else "error", "database": database, "worker": worker}
+    storage = storage_state()
+    status = "ok" if database["ok"] and storage["ok"] else "error"
+    return {"status": status, "database": database, "storage": storage, "worker": worker}

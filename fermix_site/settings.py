@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
 from fermix_site.conf import ConfigError, conf
+from fermix_site.storage import sqlite_init_command
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -137,7 +138,7 @@ def sqlite_database(path: Path) -> dict:
             # instead of failing with "database is locked" when a read transaction upgrades.
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+            "init_command": sqlite_init_command(CONFIG.storage.durability),
         },
         # Keep each worker's connection between requests, as for PostgreSQL. Opening one per request
         # costs more than the request's own write: the schema is parsed again, and when the last

@@ -4,6 +4,8 @@ from django.urls import include, path
 from api.v1 import api
 from fermix_site import views
 
+handler500 = "fermix_site.views.server_error"
+
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("admin/fermix/", include("fermix_site.admin_urls")),

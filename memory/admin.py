@@ -45,7 +45,7 @@ from memory.models import (
     ScopeType,
     Trust,
 )
-from memory.prompt_files import prompt_files_rebuild, scope_reason
+from memory.prompt_files import prompt_files_rebuild_after_commit, scope_reason
 from memory.rows import MemoryRowError, memory_archive, memory_history, memory_restore
 from memory.search import MAX_LIMIT, search_memories, search_messages
 
@@ -255,8 +255,11 @@ def rebuild_after(request, rows: list[Memory]) -> None:
     for row in rows:
         by_agent[row.agent_id].append(row.id)
     for agent_id, ids in by_agent.items():
-        prompt_files_rebuild(agent_id=agent_id, trigger="admin", memory_ids=ids,
-                             extra_provenance={"operator": request.user.get_username()})
+        rebuild = prompt_files_rebuild_after_commit(agent_id=agent_id, trigger="admin", memory_ids=ids,
+                                                    extra_provenance={"operator": request.user.get_username()})
+        if rebuild.error:
+            messages.warning(request, f"Saved, but {agent_id}'s USER.md and MEMORY.md were not rebuilt "
+                                      f"({rebuild.error}); the next rebuild writes them.")
 
 
 def actor_html(event: MemoryEvent) -> str:
@@ -663,8 +666,9 @@ class ReviewRunAdmin(BigTableAdmin, ReadOnlyAdmin):
                 self.message_user(request, f"Not undone ({exc.code}): {exc}", messages.ERROR)
             else:
                 self.log_change(request, run, "Undone")
+                files = "not rebuilt (see the log)" if result["warnings"] else "rebuilt"
                 self.message_user(request, f"Undid review run {run.id}: {result['operations_reversed']} "
-                                           "operation(s) reversed; USER.md and MEMORY.md rebuilt.", messages.SUCCESS)
+                                           f"operation(s) reversed; USER.md and MEMORY.md {files}.", messages.SUCCESS)
             return HttpResponseRedirect(admin_url(run))
         context = {**self.admin_site.each_context(request), "title": f"Undo review run {run.id}",
                    "opts": self.model._meta, "run": run,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models import Q
 
 from fermix_site import generations
@@ -27,6 +27,7 @@ logger = logging.getLogger("fermix.memory")
 
 VALUE_LIMIT = 200
 ELLIPSIS = "…"
+NOT_REBUILT = "prompt_files_not_rebuilt"  # the warning a committed change carries when the rebuild failed
 
 _render_cache = generations.local_cache(max_entries=512)
 
@@ -326,6 +327,40 @@ def prompt_files_rebuild(
         resource_write_file(agent_id=agent_id, resource_type=resource_type, content=rendered.content,
                             mutation_source=mutation_source, provenance=provenance)
     return results
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """What a rebuild after a committed change did: the files as rendered, or the fault that stopped it."""
+
+    files: dict[str, Rendered] = field(default_factory=dict)  # empty when not rebuilt
+    error: str = ""
+
+    @property
+    def warnings(self) -> list[str]:
+        return [NOT_REBUILT] if self.error else []
+
+    def shown_in(self, memory_id: int) -> list[str]:
+        """The files that show the row now (none when they were not rebuilt)."""
+        return [r.file_name for r in self.files.values() if memory_id in r.shown]
+
+
+def prompt_files_rebuild_after_commit(
+    *, agent_id: str, trigger: str, memory_ids=(), extra_provenance: dict | None = None,
+) -> Rebuild:
+    """Rebuild the prompt files after rows were committed; a storage fault is returned, not raised.
+
+    The rows are the change the caller asked for and are already durable: a full disk (or a database
+    that refuses the revision) must neither undo them nor have them reported as failed. Each file is
+    written whole or not at all, and the next rebuild (any memory change, or the hourly schedule)
+    writes what this one could not.
+    """
+    try:
+        return Rebuild(prompt_files_rebuild(agent_id=agent_id, trigger=trigger, memory_ids=memory_ids,
+                                            extra_provenance=extra_provenance))
+    except (OSError, DatabaseError) as exc:
+        logger.error("%s: prompt files not rebuilt after %s: %s", agent_id, trigger or "a change", exc)
+        return Rebuild(error=f"{type(exc).__name__}: {exc}")
 
 
 def _already_written(agent_id: str, resource_type: str, content: str) -> bool:

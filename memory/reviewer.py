@@ -26,7 +26,13 @@ from memory.admission import Writer
 from memory.conversations import ConversationKey
 from memory.errors import CodedError
 from memory.models import Conversation, MemorySource, Message, ReviewOperation, ReviewRun, ReviewState, Role, Trust
-from memory.prompt_files import FILE_NAMES, RenderedFiles, carry_forward, prompt_files_rebuild, render_files
+from memory.prompt_files import (
+    FILE_NAMES,
+    RenderedFiles,
+    carry_forward,
+    prompt_files_rebuild_after_commit,
+    render_files,
+)
 from memory.rows import memory_archive, memory_revert
 from providers.chain import chat
 from providers.errors import ProviderError
@@ -225,15 +231,17 @@ def _run(run: ReviewRun, key: ConversationKey, state: ReviewState, token: str, p
 
 
 def _rebuild_after(run: ReviewRun, memory_ids: list[int]) -> None:
-    """The rows are committed; a failed file write (a full disk) must not undo them. The next rebuild
-    (after any memory change, or the hourly schedule) writes the files; the run records what happened."""
-    try:
-        prompt_files_rebuild(agent_id=run.agent_id, trigger=f"review run {run.id}", memory_ids=memory_ids,
-                             extra_provenance={"review_run": run.id})
-    except OSError as exc:
-        logger.error("review run %s: prompt files not rebuilt: %s", run.id, exc)
-        run.reason = f"applied, but the prompt files were not rebuilt: {exc}"
-        ReviewRun.objects.filter(pk=run.pk).update(reason=run.reason)
+    """The rows are committed; a failed rebuild (a full disk) must not undo them, nor fail the run. The
+    next rebuild (after any memory change, or the hourly schedule) writes the files; the run's reason
+    (and so the review's JSON) says what happened."""
+    rebuild = prompt_files_rebuild_after_commit(agent_id=run.agent_id, trigger=f"review run {run.id}",
+                                                memory_ids=memory_ids, extra_provenance={"review_run": run.id})
+    if rebuild.error:
+        run.reason = f"applied, but the prompt files were not rebuilt: {rebuild.error}"
+        try:
+            ReviewRun.objects.filter(pk=run.pk).update(reason=run.reason)
+        except DatabaseError as exc:
+            logger.error("review run %s: the note that the files were not rebuilt was not stored: %s", run.id, exc)
 
 
 # What a review writes to its run once the model has answered (the rest was written when it started).
@@ -358,7 +366,9 @@ def review_undo(*, run_id: int, actor: str) -> dict:
         run.status, run.undone_at, run.undone_by = ReviewRun.Status.UNDONE, timezone.now(), actor[:200]
         run.save(update_fields=["status", "undone_at", "undone_by"])
     memory_ids = [op.memory_id for op in applied]
+    warnings = []
     if memory_ids:
-        prompt_files_rebuild(agent_id=run.agent_id, trigger=f"undo of review run {run.id}", memory_ids=memory_ids,
-                             extra_provenance={"review_run": run.id, "undo": True})
-    return {"run_id": run.id, "status": run.status, "operations_reversed": len(applied)}
+        warnings = prompt_files_rebuild_after_commit(
+            agent_id=run.agent_id, trigger=f"undo of review run {run.id}", memory_ids=memory_ids,
+            extra_provenance={"review_run": run.id, "undo": True}).warnings
+    return {"run_id": run.id, "status": run.status, "operations_reversed": len(applied), "warnings": warnings}

@@ -48,9 +48,10 @@ class ToolResult:
     ok: bool
     result: str
     data: dict | list = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # the change was made, but not all of it shows yet
 
     def as_dict(self) -> dict:
-        return {"ok": self.ok, "result": self.result, "data": self.data}
+        return {"ok": self.ok, "result": self.result, "data": self.data, "warnings": self.warnings}
 
 
 def refuse(code: str, message: str) -> ToolResult:
@@ -97,10 +98,13 @@ def _source_for(ctx: ToolContext) -> MemorySource | None:
     return source
 
 
-def _rebuild_if_rendered(row: Memory, trigger: str) -> None:
-    """Rebuild when the row may appear in a prompt file (the rebuild writes nothing if nothing changed)."""
-    if row.promote_target and row.scope_type != ScopeType.JOB:
-        prompt_files.prompt_files_rebuild(agent_id=row.agent_id, trigger=trigger, memory_ids=[row.id])
+def _rebuild_if_rendered(row: Memory, trigger: str) -> list[str]:
+    """Rebuild when the row may appear in a prompt file (the rebuild writes nothing if nothing changed);
+    the warnings of a rebuild that failed after the row was committed."""
+    if not row.promote_target or row.scope_type == ScopeType.JOB:
+        return []
+    return prompt_files.prompt_files_rebuild_after_commit(agent_id=row.agent_id, trigger=trigger,
+                                                          memory_ids=[row.id]).warnings
 
 
 def memory_store(ctx: ToolContext, arguments: dict) -> ToolResult:
@@ -114,18 +118,18 @@ def memory_store(ctx: ToolContext, arguments: dict) -> ToolResult:
                 return refuse("invalid_argument", "give the new value with the id")
             row = admit_replace(ctx.writer(), memory_id=memory_id, value=value, category=category or None,
                                 reason=_text(arguments, "reason") or "")
-            _rebuild_if_rendered(row, "memory_store")
-            return ToolResult(True, f"Updated memory #{row.id}: {row.value}", memory_row_data(row))
+            warnings = _rebuild_if_rendered(row, "memory_store")
+            return ToolResult(True, f"Updated memory #{row.id}: {row.value}", memory_row_data(row), warnings)
         key = _text(arguments, "key")
         if not key or value is None:
             return refuse("invalid_argument", "memory_store needs key and value (or id and value to correct a row)")
         with transaction.atomic():
             row, action = admit_add(ctx.writer(), key=key, value=value, category=category, source=_source_for(ctx),
                                     reason=_text(arguments, "reason") or "")
-        _rebuild_if_rendered(row, "memory_store")
+        warnings = _rebuild_if_rendered(row, "memory_store")
         kind = "note for this conversation" if not row.category else f"{row.category} memory"
         return ToolResult(True, f"Stored {kind} #{row.id} ({action}): {row.value}",
-                          {**memory_row_data(row), "action": action})
+                          {**memory_row_data(row), "action": action}, warnings)
     except (AdmissionError, MemoryRowError) as exc:
         return refuse(exc.code, str(exc))
 
@@ -206,8 +210,8 @@ def memory_forget(ctx: ToolContext, arguments: dict) -> ToolResult:
         row = admit_archive(ctx.writer(), memory_id=memory_id, reason=_text(arguments, "reason") or "forgotten")
     except (AdmissionError, MemoryRowError) as exc:
         return refuse(exc.code, str(exc))
-    _rebuild_if_rendered(row, "memory_forget")
-    return ToolResult(True, f"Archived memory #{row.id} (it can be restored).", memory_row_data(row))
+    warnings = _rebuild_if_rendered(row, "memory_forget")
+    return ToolResult(True, f"Archived memory #{row.id} (it can be restored).", memory_row_data(row), warnings)
 
 
 def memory_sources_list(ctx: ToolContext, arguments: dict) -> ToolResult:

@@ -3,7 +3,7 @@ the reply, commit.
 
     turn_run(agent_id="main", conversation="telegram:42", content="hi", owner_id=None, trust="guest",
              sender="ana", context_window=None)
-    → {"reply": "...", "notices": [...], "usage": {...}, "message_id": 17, "commit": {...}}
+    → {"reply": "...", "notices": [...], "usage": {...}, "message_id": 17, "commit": {...}, "warnings": []}
 
 The model sees the composed system prompt, then the conversation window (which already ends with the
 new message), and is offered the memory tools as function tools. Tool calls are run with the caller's
@@ -54,6 +54,7 @@ class ToolLoop:
     model: str = ""
     context_window: int = 0
     call_ids: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # of the tool calls, each once
 
     def add(self, result: ChatResult) -> None:
         self.model_calls += 1
@@ -97,6 +98,7 @@ def answer_with_tools(*, messages: list[dict], ctx: ToolContext, agent_tag: str,
         messages.append(assistant_message(result))
         for call in result.tool_calls:
             outcome = _run_call(call, ctx)
+            loop.warnings += [w for w in outcome.warnings if w not in loop.warnings]
             loop.tool_calls.append({"name": call.get("name", ""), "ok": outcome.ok,
                                     "code": outcome.data.get("error", "") if isinstance(outcome.data, dict) else ""})
             messages.append(tool_message(call["id"], json.dumps(outcome.as_dict(), ensure_ascii=False, default=str)))
@@ -143,7 +145,7 @@ def _commit(*, agent_id: str, key: ConversationKey, owner_id: str, trust: str, p
 
 def turn_run(*, agent_id: str, conversation: str | ConversationKey, content: str, owner_id: str | None = None,
              trust: str = Trust.GUEST, sender: str = "", context_window: int | None = None) -> dict:
-    """Run one turn end to end and return `{reply, notices, usage, message_id, commit}`.
+    """Run one turn end to end and return `{reply, notices, usage, message_id, commit, warnings}`.
 
     The user message is stored first (with the caller's trust, so a guest's words stay flagged as a
     guest's), so it is kept even when the provider fails. A ContextLengthError is raised for the
@@ -174,4 +176,4 @@ def turn_run(*, agent_id: str, conversation: str | ConversationKey, content: str
     if committed.get("notice"):
         notices.append(committed["notice"])
     return {"reply": loop.text, "notices": notices, "usage": loop.usage(), "message_id": reply.id,
-            "commit": committed}
+            "commit": committed, "warnings": loop.warnings}

@@ -18,6 +18,7 @@ from django.db.migrations.executor import MigrationExecutor
 from fermix_site import conf as conf_module
 from fermix_site import health
 from fermix_site.conf import ConfigError, conf
+from fermix_site.storage import SQLITE_SYNCHRONOUS, SYNCHRONOUS_LEVELS, storage_state
 from resources.bootstrap import BOOTSTRAP_TYPES, TEMPLATE_DIR, bootstrap_template_check
 from resources.catalog import content_hash
 from resources.models import Resource, ResourceRevision
@@ -56,6 +57,19 @@ def check_home_writable() -> Check:
         return Check("home_writable", ERROR, f"FERMIX_HOME {home} is not writable: {exc.strerror}",
                      {"path": str(home)})
     return Check("home_writable", OK, f"FERMIX_HOME {home} is writable", {"path": str(home)})
+
+
+def check_storage() -> Check:
+    """The same rule as /healthz: at least `[fermix_core.storage] min_free_mb` free under FERMIX_HOME."""
+    state = storage_state()
+    if state["free_bytes"] is None:
+        return Check("storage", ERROR, f"cannot tell the free space under FERMIX_HOME: {state['error']}", state)
+    free_mb = state["free_bytes"] / (1024 * 1024)
+    if not state["ok"]:
+        return Check("storage", ERROR, f"only {free_mb:,.1f} MiB free under FERMIX_HOME (less than min_free_mb = "
+                     f"{conf.storage.min_free_mb}); free some space: writes answer 507 storage_full when the disk "
+                     "fills", state)
+    return Check("storage", OK, f"{free_mb:,.0f} MiB free under FERMIX_HOME", state)
 
 
 def check_migrations() -> Check:
@@ -159,12 +173,29 @@ def _database() -> Check | None:
     return None
 
 
-CHECKS = (check_migrations, check_fts, check_wal, check_revision_hashes, check_bootstrap_templates, check_worker)
+def check_durability() -> Check:
+    """`[fermix_core.storage] durability` as this process's connection applies it (docs/reliability.md)."""
+    durability = conf.storage.durability
+    if _connection().vendor != "sqlite":
+        return Check("durability", OK, "PostgreSQL: a commit is as durable as the server's synchronous_commit "
+                     "makes it", {"durability": durability})
+    with _connection().cursor() as cursor:
+        cursor.execute("PRAGMA synchronous")
+        level = SYNCHRONOUS_LEVELS.get(cursor.fetchone()[0], "unknown")
+    details = {"durability": durability, "synchronous": level}
+    if level != SQLITE_SYNCHRONOUS[durability]:
+        return Check("durability", WARNING, f'durability is "{durability}" but SQLite runs with synchronous '
+                     f"{level}; restart the server to apply the setting", details)
+    return Check("durability", OK, f'durability "{durability}": SQLite synchronous {level} in WAL', details)
+
+
+CHECKS = (check_migrations, check_fts, check_wal, check_durability, check_revision_hashes, check_bootstrap_templates,
+          check_worker)
 
 
 def doctor_run() -> list[Check]:
     """Run every check; database checks are skipped (one error) when the database cannot be reached."""
-    results = [check_config(), check_home_writable()]
+    results = [check_config(), check_home_writable(), check_storage()]
     unreachable = _database()
     if unreachable:
         return [*results, unreachable]

@@ -24,6 +24,7 @@ def test_it_has_a_default_for_every_key(tmp_path):
     assert (config.compaction.enabled, config.compaction.threshold) == (True, 0.85)
     assert config.compaction.reasoning_effort == "medium"
     assert config.timeouts.llm_buffered_ms == 240_000
+    assert (config.storage.durability, config.storage.min_free_mb) == ("normal", 32)
     assert config.providers == ()
 
 
@@ -61,6 +62,13 @@ primary = true
     assert config.provider_chain[1].base_url == "http://127.0.0.1:11434/v1"
 
 
+def test_it_reads_the_storage_section(tmp_path):
+    config = load_from(tmp_path, '[fermix_core.storage]\ndurability = "full"\nmin_free_mb = 500\n')
+    assert config.storage.durability == "full"
+    assert config.storage.min_free_bytes == 500 * 1024 * 1024
+    assert load_from(tmp_path, "", FERMIX_STORAGE_DURABILITY="full").storage.durability == "full"
+
+
 def test_environment_wins_over_the_file(tmp_path):
     config = load_from(tmp_path, "[fermix_core.memory]\nreview_interval_hours = 6\n",
                        FERMIX_MEMORY_REVIEW_INTERVAL_HOURS="0", FERMIX_COMPACTION_THRESHOLD="0.9",
@@ -85,6 +93,12 @@ def test_environment_wins_over_the_file(tmp_path):
         ("[fermix_core.memory]\nreview_intreval_hours = 3\n", {}, "review_intreval_hours is not a known key"),
         ("[fermix_core.compaction]\nreasoning_effort = \"extreme\"\n", {}, "reasoning_effort must be one of"),
         ("[fermix_core.timeouts]\nllm_buffered_ms = 10\n", {}, "fermix_core.timeouts.llm_buffered_ms must be from"),
+        ("[fermix_core.storage]\ndurability = \"fsync\"\n", {},
+         "fermix_core.storage.durability must be one of 'normal', 'full', got 'fsync'"),
+        ("[fermix_core.storage]\ndurability = true\n", {}, "fermix_core.storage.durability must be one of"),
+        ("[fermix_core.storage]\nmin_free_mb = -1\n", {}, "fermix_core.storage.min_free_mb must be from 0"),
+        ("[fermix_core.storage]\nsynchronous = \"FULL\"\n", {}, "storage.synchronous is not a known key"),
+        ("", {"FERMIX_STORAGE_DURABILITY": "FULL"}, "FERMIX_STORAGE_DURABILITY must be one of 'normal', 'full'"),
         ("[fermix_core.memorry]\n", {}, "fermix_core.memorry is not a known section"),
         ("[fermix_core.memory\n", {}, "is not valid TOML"),
         ("[fermix_core.providers.a]\nkind = \"openai\"\nmodel = \"m\"\n", {}, "providers.a.base_url is required"),

@@ -1,7 +1,13 @@
-"""SQLite runs in WAL with IMMEDIATE transactions, a 20 s busy timeout and synchronous=NORMAL."""
+"""SQLite runs in WAL with IMMEDIATE transactions, a 20 s busy timeout and synchronous=NORMAL (FULL with
+`[fermix_core.storage] durability = "full"`)."""
+
+import json
+import os
 
 import pytest
 from django.db import connection
+
+from tests.conftest import run_manage, write_config
 
 pytestmark = [pytest.mark.django_db, pytest.mark.storage]
 
@@ -23,6 +29,16 @@ def test_sqlite_is_in_wal_with_normal_sync_and_a_20s_busy_timeout(sqlite_only):
     assert pragma("synchronous") == 1  # NORMAL
     assert pragma("busy_timeout") == 20000
     assert connection.settings_dict["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+
+
+def test_durability_full_makes_sqlite_sync_at_every_commit(tmp_path):
+    write_config(tmp_path, '[fermix_core.storage]\ndurability = "full"\n')
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(FERMIX_HOME=str(tmp_path), DJANGO_SETTINGS_MODULE="fermix_site.settings")
+    result = run_manage("doctor", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["durability"]["details"] == {"durability": "full", "synchronous": "FULL"}
+    assert checks["durability"]["status"] == "ok"
 
 
 def test_the_documented_tables_exist_with_their_names():

@@ -1,11 +1,14 @@
-"""/healthz answers without authentication with database and worker state."""
+"""/healthz answers without authentication with database, storage and worker state."""
 
+import dataclasses
+import os
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from fermix_site import health
+from fermix_site.conf import StorageConf, conf
 from fermix_site.models import Heartbeat
 
 pytestmark = [pytest.mark.django_db, pytest.mark.storage]
@@ -40,3 +43,20 @@ def test_the_heartbeat_schedule_is_defined_in_code():
 def test_the_admin_asks_anonymous_users_to_log_in(client):
     response = client.get("/admin/")
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_healthz_reports_the_free_space_under_fermix_home(client, home):
+    storage = client.get("/healthz").json()["storage"]
+    stats = os.statvfs(home.home)
+    assert storage["ok"] is True
+    assert abs(storage["free_bytes"] - stats.f_bavail * stats.f_frsize) < 64 * 1024 * 1024
+
+
+def test_healthz_is_503_while_less_than_min_free_mb_is_free(client, home):
+    with conf.use(dataclasses.replace(home, storage=StorageConf(min_free_mb=10**7))):  # 10 TB
+        response = client.get("/healthz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "error" and body["database"]["ok"] is True
+    assert body["storage"]["ok"] is False and body["storage"]["free_bytes"] > 0
+    assert client.get("/healthz").status_code == 200

@@ -260,7 +260,7 @@ def test_undo_reverses_a_run_as_one_unit(model):
     user_md = conf.memory_dir("main") / "USER.md"
     assert "Porto" in user_md.read_text() and "jazz" in user_md.read_text()
     assert review_undo(run_id=run.id, actor="operator:ana") == {"run_id": run.id, "status": "undone",
-                                                                "operations_reversed": 3}
+                                                                "operations_reversed": 3, "warnings": []}
     assert Memory.objects.get(pk=city.id).value == "lives in Lisbon"
     assert Memory.objects.get(pk=pet.id).archived_at is None
     assert Memory.objects.get(key="music").archived_at is not None

@@ -12,7 +12,7 @@ from api.errors import ApiError
 from fermix_site.conf import conf
 from memory.conversations import ConversationKey
 from memory.models import Memory, MemorySource, ReviewRun
-from memory.prompt_files import prompt_files_rebuild
+from memory.prompt_files import prompt_files_rebuild_after_commit
 from memory.reviewer import review_now
 from memory.reviewer import review_undo as undo
 from memory.rows import memory_archive, memory_list, memory_restore
@@ -81,8 +81,8 @@ def _row_for(request, memory_id: int, action: str) -> Memory:
 
 def _rebuilt(row: Memory, trigger: str) -> dict:
     """Rebuild USER.md and MEMORY.md so the change shows in the next prompt, and say where the row is."""
-    rendered = prompt_files_rebuild(agent_id=row.agent_id, trigger=trigger, memory_ids=[row.id])
-    return {"memory": memory_out(row), "rendered_in": [r.file_name for r in rendered.values() if row.id in r.shown]}
+    rebuild = prompt_files_rebuild_after_commit(agent_id=row.agent_id, trigger=trigger, memory_ids=[row.id])
+    return {"memory": memory_out(row), "rendered_in": rebuild.shown_in(row.id), "warnings": rebuild.warnings}
 
 
 @router.post("/memories/{memory_id}/archive", response=s.MemoryChangeOut)

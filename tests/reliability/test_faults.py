@@ -9,16 +9,19 @@ import time
 
 import pytest
 
+from api.services import apikey_create
 from fermix_site.conf import conf
 from memory.compactor import compact_now
-from memory.conversations import message_append, window_read
+from memory.conversations import ConversationKey, message_append, window_read
 from memory.models import Memory, Message, ReviewRun, ReviewState
 from memory.prompt_files import prompt_files_rebuild
 from memory.reviewer import review_conversation
+from memory.tools import ToolContext, run_tool
 from providers.models import ModelCall
+from resources.bootstrap import bootstrap_seed
 from resources.models import ResourceRevision
 from tests.conftest import ROOT, process_env
-from tests.fakeprovider import Reply, error, garbage, provider_config_toml, use_config
+from tests.fakeprovider import Reply, error, garbage, provider_config_toml, tool_call, use_config
 from tests.memory_factories import fact
 
 pytestmark = [pytest.mark.django_db, pytest.mark.storage]
@@ -43,10 +46,15 @@ def tiny_disk(home):
     subprocess.run(["umount", str(folder)], check=True)
 
 
+def long_facts():
+    """Six identity rows whose USER.md needs more room than the tiny disk has."""
+    return [fact(f"k{i}", f"a fact long enough to need room on the disk, number {i} " + "y" * 120, "identity",
+                 minute=i) for i in range(6)]
+
+
 def test_a_full_disk_during_a_rebuild_leaves_no_partial_file_and_no_revision(tiny_disk):
     folder, filler = tiny_disk
-    for i in range(6):
-        fact(f"k{i}", f"a fact long enough to need room on the disk, number {i} " + "y" * 120, "identity", minute=i)
+    long_facts()
     with pytest.raises(OSError):
         prompt_files_rebuild(agent_id="main", trigger="test")
     assert sorted(p.name for p in folder.iterdir()) == ["filler"]  # no temp file, no half USER.md
@@ -59,8 +67,7 @@ def test_a_full_disk_during_a_rebuild_leaves_no_partial_file_and_no_revision(tin
 
 def test_a_review_keeps_its_rows_when_the_disk_is_full_and_says_so(tiny_disk, fake_provider):
     folder, filler = tiny_disk
-    for i in range(6):
-        fact(f"k{i}", f"a fact long enough to need room on the disk, number {i} " + "y" * 120, "identity", minute=i)
+    long_facts()
     with use_config(provider_config_toml(fake_provider)):
         message_append(agent_id="main", conversation="telegram:1", role="user", content="I like tea",
                        trust="operator")
@@ -69,6 +76,53 @@ def test_a_review_keeps_its_rows_when_the_disk_is_full_and_says_so(tiny_disk, fa
     assert result["status"] == "ok" and Memory.objects.filter(key="tea").exists()
     assert "prompt files were not rebuilt" in ReviewRun.objects.get().reason
     assert sorted(p.name for p in folder.iterdir()) == ["filler"]
+
+
+def test_a_tool_write_on_a_full_disk_keeps_its_row_and_answers_with_a_warning(tiny_disk):
+    folder, _ = tiny_disk
+    ctx = ToolContext(agent_id="main", owner_id="default", conversation=ConversationKey.parse("telegram:1"),
+                      trust="operator")
+    stored = run_tool("memory_store", ctx, {"key": "tea", "value": "likes tea", "category": "preference"})
+    assert stored.ok is True and stored.warnings == ["prompt_files_not_rebuilt"]
+    assert Memory.objects.filter(key="tea").exists()
+    forgotten = run_tool("memory_forget", ctx, {"id": long_facts()[0].id})
+    assert forgotten.ok is True and forgotten.warnings == ["prompt_files_not_rebuilt"]
+    assert sorted(p.name for p in folder.iterdir()) == ["filler"]
+
+
+def test_archive_restore_and_undo_on_a_full_disk_answer_200_with_a_warning(tiny_disk, client, fake_provider):
+    key = apikey_create(name="ops", role="operator")[1]
+    headers = {"Authorization": f"Bearer {key}"}
+    row = long_facts()[0]
+    archived = client.post(f"/api/v1/memories/{row.id}/archive", {"reason": "wrong"}, "application/json",
+                           headers=headers)
+    assert archived.status_code == 200
+    assert archived.json()["warnings"] == ["prompt_files_not_rebuilt"] and archived.json()["rendered_in"] == []
+    restored = client.post(f"/api/v1/memories/{row.id}/restore", headers=headers)
+    assert restored.status_code == 200 and restored.json()["warnings"] == ["prompt_files_not_rebuilt"]
+    with use_config(provider_config_toml(fake_provider)):
+        message_append(agent_id="main", conversation="telegram:1", role="user", content="I like tea",
+                       trust="operator")
+        fake_provider.push(Reply(text=ADD))
+        review_conversation(agent_id="main", conversation="telegram:1", force=True)
+    undone = client.post(f"/api/v1/review-runs/{ReviewRun.objects.get().id}/undo", headers=headers)
+    assert undone.status_code == 200 and undone.json()["warnings"] == ["prompt_files_not_rebuilt"]
+    assert undone.json()["status"] == "undone" and Memory.objects.get(key="tea").archived_at is not None
+
+
+def test_a_turn_whose_tool_call_cannot_rebuild_the_files_says_so(tiny_disk, client, fake_provider):
+    key = apikey_create(name="bot", role="channel")[1]
+    bootstrap_seed(agent_id="main")
+    long_facts()
+    with use_config(provider_config_toml(fake_provider)):
+        fake_provider.push(tool_call("memory_store", {"key": "tea", "value": "likes tea", "category": "preference"}),
+                           Reply(text="Noted."))
+        answer = client.post("/api/v1/agents/main/conversations/telegram:1/turns",
+                             {"content": "I like tea", "trust": "operator"}, "application/json",
+                             headers={"Authorization": f"Bearer {key}"})
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["reply"] == "Noted." and answer.json()["warnings"] == ["prompt_files_not_rebuilt"]
+    assert Memory.objects.filter(key="tea").exists()
 
 
 @pytest.mark.parametrize("reply, reason", [

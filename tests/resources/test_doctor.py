@@ -1,5 +1,6 @@
 """doctor: structured checks, the bootstrap-templates check, JSON output and exit status."""
 
+import dataclasses
 import json
 import shutil
 
@@ -25,10 +26,17 @@ def test_a_seeded_install_passes_every_storage_check(home):
     bootstrap_seed(agent_id="main")
     Heartbeat.objects.create(name="qcluster", seen_at=timezone.now())
     checks = by_name(doctor_run())
-    for name in ("config", "home_writable", "database", "migrations", "fts_triggers", "wal", "revision_hashes",
-                 "bootstrap_templates", "worker"):
+    for name in ("config", "home_writable", "storage", "database", "migrations", "fts_triggers", "wal",
+                 "durability", "revision_hashes", "bootstrap_templates", "worker"):
         assert checks[name].status == "ok", checks[name]
     assert checks["revision_hashes"].details["checked"] == 4
+
+
+def test_too_little_free_space_is_an_error_naming_the_setting(home):
+    with conf_module.conf.use(dataclasses.replace(home, storage=conf_module.StorageConf(min_free_mb=10**7))):
+        check = by_name(doctor_run())["storage"]
+    assert check.status == "error" and "less than min_free_mb = 10000000" in check.message
+    assert check.details["ok"] is False and check.details["free_bytes"] > 0
 
 
 def test_a_revision_whose_content_no_longer_matches_its_hash_is_an_error(home):

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.prompt_files import prompt_files_rebuild
+from memory.prompt_files import prompt_files_rebuild_after_commit
 from memory.rows import MemoryRowError, memory_restore
 from memory.tools import memory_row_data
 
@@ -20,10 +20,15 @@ class Command(BaseCommand):
                                  reason="restored from the command line")
         except MemoryRowError as exc:
             raise CommandError(f"{exc} ({exc.code})") from None
-        rendered = prompt_files_rebuild(agent_id=row.agent_id, trigger="memory_restore", memory_ids=[row.id])
-        shown_in = [r.file_name for r in rendered.values() if row.id in r.shown]
+        rebuild = prompt_files_rebuild_after_commit(agent_id=row.agent_id, trigger="memory_restore",
+                                                    memory_ids=[row.id])
+        shown_in = rebuild.shown_in(row.id)
+        if rebuild.error:
+            self.stderr.write(f"The row is restored, but the prompt files were not rebuilt ({rebuild.error}); "
+                              "the next rebuild writes them.")
         if options["json"]:
-            self.stdout.write(json.dumps({"restored": memory_row_data(row), "rendered_in": shown_in}))
+            self.stdout.write(json.dumps({"restored": memory_row_data(row), "rendered_in": shown_in,
+                                          "warnings": rebuild.warnings}))
         else:
             where = f"; it is in {', '.join(shown_in)}" if shown_in else "; it is not rendered into a prompt file"
             self.stdout.write(f"Restored memory #{row.id} ({row.category or 'note'}): {row.value}{where}")

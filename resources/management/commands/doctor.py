@@ -6,8 +6,9 @@ from resources.doctor import ERROR, doctor_report
 
 
 class Command(BaseCommand):
-    help = ("Check the installation: configuration, FERMIX_HOME, database schema, FTS triggers, WAL, revision "
-            "hashes, bootstrap template drift and the django-q2 cluster. Exits 1 when a check fails.")
+    help = ("Check the installation: configuration, FERMIX_HOME and its free space, database schema, FTS triggers, "
+            "WAL and durability, revision hashes, bootstrap template drift and the django-q2 cluster. Exits 1 "
+            "when a check fails.")
     requires_system_checks = []  # doctor reports problems itself instead of refusing to start
 
     def add_arguments(self, parser):
