@@ -20,7 +20,7 @@ COMMON_ERRORS = {
     "401": "Missing, unknown or revoked API key",
     "403": "The key or the trust may not do this",
     "404": "Unknown endpoint, id or token",
-    "409": "Conflict: stale base, checkpoint rollback, concurrent run",
+    "409": "Conflict: stale base, checkpoint rollback, concurrent run, an Idempotency-Key reused or in progress",
     "413": "Request body over 1 MiB",
     "422": "A field failed validation (the message names it)",
 }
