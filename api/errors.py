@@ -15,7 +15,7 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 
 from jobs.services import JobError
-from memory.compactor import CompactionError
+from memory.compactor import WINDOW_MOVED, CompactionError
 from memory.conversations import ConversationError
 from memory.reviewer import ReviewBusy, UndoError
 from memory.rows import MemoryRowError
@@ -116,7 +116,7 @@ def status_of(exc: Exception) -> tuple[int, str, str]:
         # "window_moved" is a race with another compaction or /clear; anything else is the model failing.
         if isinstance(exc.__cause__, NoProviderConfigured):
             return _provider_error(exc.__cause__)
-        return 409 if exc.code == "window_moved" else 502, exc.code, str(exc)
+        return 409 if exc.code == WINDOW_MOVED else 502, exc.code, str(exc)
     return 500, "internal_error", "the server failed to answer; the error is logged"
 
 
