@@ -16,7 +16,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 
 from fermix_site.storage import STORAGE_FULL_MESSAGE, is_storage_full
 from jobs.services import JobError
-from memory.compactor import CompactionError
+from memory.compactor import WINDOW_MOVED, CompactionError
 from memory.conversations import ConversationError
 from memory.reviewer import ReviewBusy, UndoError
 from memory.rows import MemoryRowError
@@ -122,7 +122,7 @@ def status_of(exc: Exception | None) -> tuple[int, str, str]:
         # "window_moved" is a race with another compaction or /clear; anything else is the model failing.
         if isinstance(exc.__cause__, NoProviderConfigured):
             return _provider_error(exc.__cause__)
-        return 409 if exc.code == "window_moved" else 502, exc.code, str(exc)
+        return 409 if exc.code == WINDOW_MOVED else 502, exc.code, str(exc)
     return 500, "internal_error", "the server failed to answer; the error is logged"
 
 

@@ -48,3 +48,39 @@ class ApiKey(models.Model):
 
     def allows_agent(self, agent_id: str) -> bool:
         return not self.agents or agent_id in self.agents
+
+
+class IdempotencyRecord(models.Model):
+    """What one `Idempotency-Key` of one API key on one endpoint was answered, for 24 hours.
+
+    A message append stores its record in the transaction of the message, done. A turn stores it
+    `running` with its user message (a claim, `claimed_by` the attempt), and `done` with the answer in
+    the transaction of the reply; a turn that failed after storing its message is `failed`, and a retry
+    resumes it from that message.
+    """
+
+    class State(models.TextChoices):
+        RUNNING = "running"
+        FAILED = "failed"
+        DONE = "done"
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="+")
+    # sha256 of endpoint and key: the unique index stays small whatever the conversation key holds.
+    scope = models.CharField(max_length=64)
+    endpoint = models.TextField()
+    key = models.CharField(max_length=200)
+    request_hash = models.CharField(max_length=64)
+    state = models.CharField(max_length=16, choices=State.choices)
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response = models.JSONField(null=True, blank=True)
+    message_id = models.BigIntegerField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=400, blank=True)  # host, boot id, pid, start time, attempt
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        db_table = "api_idempotency_records"
+        constraints = [models.UniqueConstraint(fields=["api_key", "scope"], name="api_idempotency_key_scope")]
+
+    def __str__(self):
+        return f"{self.endpoint} {self.key!r} ({self.state})"

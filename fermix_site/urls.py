@@ -4,7 +4,6 @@ from django.urls import include, path
 from api.v1 import api
 from fermix_site import views
 
-handler500 = "fermix_site.views.server_error"
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),

@@ -35,6 +35,7 @@ NOTICE = "Trimmed older conversation history to stay within the context window."
 FAILURE_BACKOFF = timedelta(seconds=60)
 BUDGET_SHARE = 0.5  # after compaction the window fits half the context window
 MIN_KEEP = 2  # the newest messages always stay verbatim (at least the current exchange)
+WINDOW_MOVED = "window_moved"
 
 INSTRUCTIONS = """You write the running summary of a long conversation between a user and their assistant, \
 so the conversation can continue after older messages leave the context window.
@@ -165,6 +166,11 @@ def compact(*, agent_id: str, conversation: str | ConversationKey, reason: str,
         summary, call_id = _summarise(agent_id, key, work, window or 8192)
         revision = _write(agent_id, key, work, summary, call_id, reason)
     except (ProviderError, CompactionError, DatabaseError) as exc:
+        if getattr(exc, "code", None) == WINDOW_MOVED:
+            # A race, not a failure: another compaction or a /clear moved the window while the model
+            # summarised. Nothing was written, and there is nothing to back off from.
+            logger.info("compaction of %s/%s skipped: %s", agent_id, key, exc)
+            raise
         Conversation.objects.filter(pk=conv.pk).update(compaction_failed_at=timezone.now())
         logger.warning("compaction of %s/%s failed: %s", agent_id, key, exc)
         raise CompactionError(getattr(exc, "code", "compaction_failed"), f"compaction failed: {exc}") from exc
@@ -178,7 +184,7 @@ def _write(agent_id: str, key: ConversationKey, work: Plan, summary: str, call_i
         conv = Conversation.objects.select_for_update().get(pk=work.conversation.pk)
         if (conv.window_start_id, conv.checkpoint_message_id) != (
                 work.conversation.window_start_id, work.conversation.checkpoint_message_id):
-            raise CompactionError("window_moved", "the conversation was compacted or cleared meanwhile")
+            raise CompactionError(WINDOW_MOVED, "the conversation was compacted or cleared meanwhile")
         checkpoint = Message.objects.create(
             agent_id=agent_id, owner_id=conv.owner_id, role=Role.SYSTEM, kind="checkpoint", trust="operator",
             content=summary, created_at=timezone.now(), **key.filter(),

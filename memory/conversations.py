@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from django.db import OperationalError, connection, transaction
 from django.db.models import Q
@@ -45,6 +47,7 @@ _WINDOW_SQL = (f'SELECT * FROM "{Message._meta.db_table}" WHERE ("agent_id" = %s
                'AND "thread_scope" = %s AND "id" >= %s AND "kind" <> %s)')
 _WINDOW_HEAD_SQL = ' OR "id" IN ({})'
 _insert = PreparedInsert(Message)
+T = TypeVar("T")
 
 
 class ConversationError(CodedError):
@@ -142,8 +145,13 @@ def message_append(
     trust: str = Trust.GUEST,
     kind: str = "chat",
     metadata: dict | None = None,
+    also: Callable[[Message], None] | None = None,
 ) -> Message:
-    """Store one message durably. A locked database is retried (3 attempts, short backoff), then raised."""
+    """Store one message durably. A locked database is retried (3 attempts, short backoff), then raised.
+
+    `also(message)` runs inside the append's transaction, after the insert: what it writes commits with
+    the message or not at all (an idempotency record), and an error it raises stores nothing.
+    """
     key = ConversationKey.parse(conversation)
     owner_id = owner_id or conf.memory.owner_id
     _check_agent(agent_id)
@@ -152,14 +160,19 @@ def message_append(
         agent_id=agent_id, owner_id=owner_id, sender=sender[:256], role=role, kind=kind, trust=trust,
         content=content, metadata=metadata or {}, **key.filter(),
     )
+    return retry_when_locked(lambda: _append_once(agent_id, key, fields, also), f"message append on {agent_id}/{key}")
+
+
+def retry_when_locked(write: Callable[[], T], what: str) -> T:
+    """Run `write` (one short transaction); a locked database is retried (3 attempts, short backoff)."""
     for attempt in range(1, APPEND_ATTEMPTS + 1):
         try:
-            return _append_once(agent_id, key, fields)
+            return write()
         except OperationalError as exc:
             if not _is_lock_error(exc) or attempt == APPEND_ATTEMPTS:
-                logger.error("message append failed after %d attempt(s) on %s/%s: %s", attempt, agent_id, key, exc)
+                logger.error("%s failed after %d attempt(s): %s", what, attempt, exc)
                 raise
-            logger.warning("database locked appending to %s/%s (attempt %d); retrying", agent_id, key, attempt)
+            logger.warning("database locked during %s (attempt %d); retrying", what, attempt)
             time.sleep(APPEND_BACKOFF_S * attempt)
     raise AssertionError("unreachable")
 
@@ -170,7 +183,7 @@ def _conversation_exists(agent_id: str, key: ConversationKey) -> bool:
         return cursor.fetchone() is not None
 
 
-def _append_once(agent_id: str, key: ConversationKey, fields: dict) -> Message:
+def _append_once(agent_id: str, key: ConversationKey, fields: dict, also: Callable[[Message], None] | None) -> Message:
     name = generation_name(agent_id, key)
     with transaction.atomic():
         # Every append runs this: a one-row index probe, and the ORM's get_or_create only the first time.
@@ -178,6 +191,8 @@ def _append_once(agent_id: str, key: ConversationKey, fields: dict) -> Message:
             conversation_get_or_create(agent_id=agent_id, key=key, owner_id=fields["owner_id"])
         message = _insert(Message(created_at=timezone.now(), **fields))
         new_generation = generations.bump(name)[name]
+        if also is not None:
+            also(message)
         transaction.on_commit(lambda: _write_through(agent_id, key, message, new_generation))
     return message
 

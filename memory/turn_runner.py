@@ -18,11 +18,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from django.db import transaction
 
 from fermix_site.conf import conf
 from memory.compactor import CompactionError, compaction_preflight
-from memory.conversations import ConversationKey, message_append, window_read
+from memory.conversations import ConversationKey, message_append, retry_when_locked, window_read
 from memory.models import Message, Role, Trust
 from memory.prompt import ComposedPrompt, compose_system_prompt
 from memory.tools import DEFINITIONS, ToolContext, ToolResult, refuse, run_tool
@@ -144,18 +147,25 @@ def _commit(*, agent_id: str, key: ConversationKey, owner_id: str, trust: str, p
 
 
 def turn_run(*, agent_id: str, conversation: str | ConversationKey, content: str, owner_id: str | None = None,
-             trust: str = Trust.GUEST, sender: str = "", context_window: int | None = None) -> dict:
+             trust: str = Trust.GUEST, sender: str = "", context_window: int | None = None, resume: bool = False,
+             on_message: Callable[[Message], None] | None = None,
+             on_answer: Callable[[dict], None] | None = None) -> dict:
     """Run one turn end to end and return `{reply, notices, usage, message_id, commit, warnings}`.
 
     The user message is stored first (with the caller's trust, so a guest's words stay flagged as a
     guest's), so it is kept even when the provider fails. A ContextLengthError is raised for the
     caller to answer with advice to /compact or /new.
+
+    `resume`: an earlier attempt of this turn stored the user message already; it is not stored again.
+    `on_message(message)` runs in the transaction of the user message, `on_answer(answer)` in the one
+    of the reply and the commit: a record the caller writes there commits with them or not at all.
     """
     deadline = time.monotonic() + conf.timeouts.turn_ms / 1000
     key = ConversationKey.parse(conversation)
     owner_id = owner_id or conf.memory.owner_id
-    message_append(agent_id=agent_id, conversation=key, role=Role.USER, content=content, owner_id=owner_id,
-                   sender=sender, trust=trust)
+    if not resume:
+        message_append(agent_id=agent_id, conversation=key, role=Role.USER, content=content, owner_id=owner_id,
+                       sender=sender, trust=trust, also=on_message)
     notices = []
     notice = _preflight(agent_id=agent_id, key=key, owner_id=owner_id, context_window=context_window)
     if notice:
@@ -164,16 +174,26 @@ def turn_run(*, agent_id: str, conversation: str | ConversationKey, content: str
     ctx = ToolContext(agent_id=agent_id, owner_id=owner_id, conversation=key, trust=trust, actor_id="turn")
     loop = answer_with_tools(messages=[*composed.system_messages, *history], ctx=ctx, agent_tag=AGENT_TAG,
                              conversation_key=str(key), deadline=deadline)
-    reply = message_append(
-        agent_id=agent_id, conversation=key, role=Role.ASSISTANT, content=loop.text, owner_id=owner_id,
-        sender=agent_id, trust=trust,
-        metadata={"provider": loop.provider, "model": loop.model, "call_ids": loop.call_ids,
-                  "tool_calls": loop.tool_calls, "peak_prompt_tokens": loop.peak_prompt_tokens},
-    )
-    committed = _commit(agent_id=agent_id, key=key, owner_id=owner_id, trust=trust,
-                        peak=loop.peak_prompt_tokens or None,
-                        context_window=context_window or loop.context_window or None)
-    if committed.get("notice"):
-        notices.append(committed["notice"])
-    return {"reply": loop.text, "notices": notices, "usage": loop.usage(), "message_id": reply.id,
-            "commit": committed, "warnings": loop.warnings}
+    return retry_when_locked(lambda: _reply(agent_id=agent_id, key=key, owner_id=owner_id, trust=trust, loop=loop,
+                                            notices=notices, context_window=context_window, on_answer=on_answer),
+                             f"the reply on {agent_id}/{key}")
+
+
+def _reply(*, agent_id: str, key: ConversationKey, owner_id: str, trust: str, loop: ToolLoop, notices: list[str],
+           context_window: int | None, on_answer: Callable[[dict], None] | None) -> dict:
+    """Store the reply and commit the turn in one transaction, so its answer is recorded whole or not at all."""
+    with transaction.atomic():
+        reply = message_append(
+            agent_id=agent_id, conversation=key, role=Role.ASSISTANT, content=loop.text, owner_id=owner_id,
+            sender=agent_id, trust=trust,
+            metadata={"provider": loop.provider, "model": loop.model, "call_ids": loop.call_ids,
+                      "tool_calls": loop.tool_calls, "peak_prompt_tokens": loop.peak_prompt_tokens},
+        )
+        committed = _commit(agent_id=agent_id, key=key, owner_id=owner_id, trust=trust,
+                            peak=loop.peak_prompt_tokens or None,
+                            context_window=context_window or loop.context_window or None)
+        answer = {"reply": loop.text, "notices": notices + ([committed["notice"]] if committed.get("notice") else []),
+                  "usage": loop.usage(), "message_id": reply.id, "commit": committed, "warnings": loop.warnings}
+        if on_answer is not None:
+            on_answer(answer)
+    return answer

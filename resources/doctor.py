@@ -20,7 +20,8 @@ from fermix_site import health
 from fermix_site.conf import ConfigError, conf
 from fermix_site.storage import SQLITE_SYNCHRONOUS, SYNCHRONOUS_LEVELS, storage_state
 from resources.bootstrap import BOOTSTRAP_TYPES, TEMPLATE_DIR, bootstrap_template_check
-from resources.catalog import content_hash
+from resources.catalog import FILE_NAMES, content_hash
+from resources.files import read_bytes, resource_file_path
 from resources.models import Resource, ResourceRevision
 
 OK, WARNING, ERROR = "ok", "warning", "error"
@@ -126,6 +127,26 @@ def check_revision_hashes() -> Check:
     return Check("revision_hashes", OK, f"all {total} revision hashes match their content", {"checked": total})
 
 
+def check_prompt_files() -> Check:
+    """Every prompt file on disk holds exactly its resource's current revision."""
+    differ, total = [], 0
+    resources = Resource.objects.filter(resource_type__in=FILE_NAMES, current_revision__gt=0).order_by("pk")
+    for resource in resources:
+        total += 1
+        current = ResourceRevision.objects.filter(
+            agent_id=resource.agent_id, resource_type=resource.resource_type, scope_id=resource.scope_id,
+            revision=resource.current_revision).values_list("content", flat=True).first()
+        path = resource_file_path(agent_id=resource.agent_id, resource_type=resource.resource_type)
+        if current is None or read_bytes(path) != current.encode("utf-8"):
+            differ.append(f"{resource.agent_id}/{FILE_NAMES[resource.resource_type]}")
+    if differ:
+        # A hand edit not yet captured, or a rebuild that could not write the file (a full disk).
+        return Check("prompt_files", WARNING, f"{len(differ)} prompt file(s) differ from their current revision: "
+                     f"{', '.join(differ[:10])} (`resource_show TYPE` shows what the revision holds)",
+                     {"differ": differ, "checked": total})
+    return Check("prompt_files", OK, f"all {total} prompt files hold their current revision", {"checked": total})
+
+
 def _agents() -> list[str]:
     found = set(Resource.objects.filter(resource_type__in=BOOTSTRAP_TYPES).values_list("agent_id", flat=True))
     return sorted(found | {conf.memory.agent_id})
@@ -189,8 +210,8 @@ def check_durability() -> Check:
     return Check("durability", OK, f'durability "{durability}": SQLite synchronous {level} in WAL', details)
 
 
-CHECKS = (check_migrations, check_fts, check_wal, check_durability, check_revision_hashes, check_bootstrap_templates,
-          check_worker)
+CHECKS = (check_migrations, check_fts, check_wal, check_durability, check_revision_hashes, check_prompt_files,
+          check_bootstrap_templates, check_worker)
 
 
 def doctor_run() -> list[Check]:

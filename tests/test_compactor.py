@@ -1,16 +1,19 @@
 """Compaction: trigger math, what stays, checkpoints that chain, no lost or re-reviewed messages."""
 
 import json
+import logging
 import subprocess
 import sys
 
 import pytest
+from django.db import connection
 from django_q.models import OrmQ
 
 from fermix_site.conf import conf
 from memory.compactor import NOTICE, CompactionError, compact, compact_now, compaction_preflight, over_threshold
 from memory.conversations import message_append, window_clear, window_read
 from memory.models import Conversation, Memory, Message, ReviewRun
+from memory.tasks import compact_conversation_task
 from memory.tools import ToolContext, run_tool
 from memory.turns import turn_commit
 from resources.models import ResourceRevision
@@ -163,6 +166,28 @@ def test_a_failed_compaction_backs_off_for_60_seconds(model):
     with pytest.raises(CompactionError):
         compact(agent_id="main", conversation=CONV, reason="manual")
     assert len(window_read(agent_id="main", conversation=CONV)) == 8
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_compaction_whose_window_moved_meanwhile_is_an_info_line_not_a_failure(model, caplog):
+    fill(8)
+
+    def clear_while_summarising(request):
+        if "running summary" not in request.body["messages"][0]["content"]:
+            return Reply(text="Nothing to save.")
+        window_clear(agent_id="main", conversation=CONV)  # a /clear from another worker meanwhile
+        connection.close()
+        return Reply(text="Too late.")
+
+    model.responder = clear_while_summarising
+    with caplog.at_level(logging.INFO):
+        result = compact_conversation_task("main", "telegram:1:root", WINDOW)
+    assert result == {"compacted": False, "messages": 0, "reason": "window_moved"}
+    skipped = [r for r in caplog.records if "skipped" in r.getMessage()]
+    assert [(r.levelname, r.exc_info) for r in skipped] == [("INFO", None)]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert Conversation.objects.get().compaction_failed_at is None  # a race is not backed off
+    assert not Message.objects.filter(kind="checkpoint").exists()
 
 
 def test_the_compact_command_and_clear(model):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ninja import Field as QField
-from ninja import Query, Router, Schema, Status
+from ninja import Query, Router, Schema
 
+from api import idempotency
 from api import schemas as s
 from fermix_site.conf import conf
 from memory.compactor import compact_now, compaction_preflight
@@ -28,13 +29,28 @@ def message_out(message) -> dict:
             "metadata": message.metadata or {}, "created_at": message.created_at}
 
 
-@router.post(CONV + "/messages", response={201: s.MessageCreated})
-def append_message(request, agent: str, conv: str, payload: s.MessageIn):
+def _endpoint(agent: str, key: ConversationKey, action: str) -> str:
+    return f"POST /agents/{agent}/conversations/{key}/{action}"
+
+
+@router.post(CONV + "/messages", response={201: s.MessageCreated, 200: s.MessageCreated},
+             openapi_extra=idempotency.documented(
+                 "A replay of the first answer (201) to the same Idempotency-Key and body"))
+def append_message(request, agent: str, conv: str, payload: s.MessageIn, idempotency_key: idempotency.KeyHeader):
     """Append one message to the conversation (the bot's record of what was said)."""
-    message = message_append(agent_id=agent, conversation=_key(conv), role=payload.role, content=payload.content,
-                             owner_id=payload.owner_id, sender=payload.sender, trust=payload.trust,
-                             kind=payload.kind, metadata=payload.metadata)
-    return Status(201, {"id": message.id, "conversation": message.conversation_key, "created_at": message.created_at})
+    key = _key(conv)
+    once = idempotency.keyed(request, key=idempotency_key, endpoint=_endpoint(agent, key, "messages"),
+                             payload=payload)
+
+    def append(also):
+        return message_append(agent_id=agent, conversation=key, role=payload.role, content=payload.content,
+                              owner_id=payload.owner_id, sender=payload.sender, trust=payload.trust,
+                              kind=payload.kind, metadata=payload.metadata, also=also)
+
+    def created(message) -> dict:
+        return {"id": message.id, "conversation": message.conversation_key, "created_at": message.created_at}
+
+    return idempotency.append_once(once, append, created, s.MessageCreated)
 
 
 class WindowQuery(Schema):
@@ -80,11 +96,18 @@ def clear(request, agent: str, conv: str, payload: s.CommandIn):
     return {"cleared": window_clear(agent_id=agent, conversation=key), "message": CLEARED}
 
 
-@router.post(CONV + "/turns", response=s.TurnOut)
-def turn(request, agent: str, conv: str, payload: s.TurnIn):
+@router.post(CONV + "/turns", response=s.TurnOut, openapi_extra=idempotency.documented(
+    "The turn's answer; a retry with the same Idempotency-Key and body replays it"))
+def turn(request, agent: str, conv: str, payload: s.TurnIn, idempotency_key: idempotency.KeyHeader):
     """A whole turn through the provider chain, with the memory tools offered to the model."""
-    return turn_run(agent_id=agent, conversation=_key(conv), content=payload.content, owner_id=payload.owner_id,
-                    trust=payload.trust, sender=payload.sender, context_window=payload.context_window)
+    key = _key(conv)
+    once = idempotency.keyed(request, key=idempotency_key, endpoint=_endpoint(agent, key, "turns"), payload=payload)
+
+    def run(**hooks):
+        return turn_run(agent_id=agent, conversation=key, content=payload.content, owner_id=payload.owner_id,
+                        trust=payload.trust, sender=payload.sender, context_window=payload.context_window, **hooks)
+
+    return idempotency.turn_once(once, run, s.TurnOut)
 
 
 class PromptQuery(Schema):

@@ -27,7 +27,7 @@ def test_a_seeded_install_passes_every_storage_check(home):
     Heartbeat.objects.create(name="qcluster", seen_at=timezone.now())
     checks = by_name(doctor_run())
     for name in ("config", "home_writable", "storage", "database", "migrations", "fts_triggers", "wal",
-                 "durability", "revision_hashes", "bootstrap_templates", "worker"):
+                 "durability", "revision_hashes", "prompt_files", "bootstrap_templates", "worker"):
         assert checks[name].status == "ok", checks[name]
     assert checks["revision_hashes"].details["checked"] == 4
 
@@ -46,6 +46,15 @@ def test_a_revision_whose_content_no_longer_matches_its_hash_is_an_error(home):
     assert check.status == "error"
     assert check.details["mismatched"] == ["main/soul_md r1"]
     assert doctor_report()["status"] == "error"
+
+
+def test_a_prompt_file_that_differs_from_its_current_revision_warns_and_names_it(home):
+    bootstrap_seed(agent_id="main")
+    assert by_name(doctor_run())["prompt_files"].details == {"checked": 4}
+    (conf_module.conf.bootstrap_dir("main") / "SOUL.md").write_text("edited by hand\n")
+    (conf_module.conf.bootstrap_dir("main") / "FERMIX.md").unlink()
+    check = by_name(doctor_run())["prompt_files"]
+    assert check.status == "warning" and sorted(check.details["differ"]) == ["main/FERMIX.md", "main/SOUL.md"]
 
 
 def test_template_drift_warns_and_names_the_files(home, tmp_path):
