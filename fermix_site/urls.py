@@ -4,7 +4,6 @@ from django.urls import include, path
 from api.v1 import api
 from fermix_site import views
 
-
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("admin/fermix/", include("fermix_site.admin_urls")),
