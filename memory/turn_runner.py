@@ -7,8 +7,9 @@ the reply, commit.
 
 The model sees the composed system prompt, then the conversation window (which already ends with the
 new message), and is offered the memory tools as function tools. Tool calls are run with the caller's
-trust and fed back, at most MAX_TOOL_ROUNDS times, so a model that keeps calling tools cannot hold a
-request for ever. `answer_with_tools` is shared with scheduled job runs.
+trust (a guest's stay in its conversation, whatever the model was talked into) and fed back, at most
+MAX_TOOL_ROUNDS times, so a model that keeps calling tools cannot hold a request for ever.
+`answer_with_tools` is shared with scheduled job runs.
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ def message_out(message) -> dict:
 def append_message(request, agent: str, conv: str, payload: s.MessageIn):
     """Append one message to the conversation (the bot's record of what was said)."""
     message = message_append(agent_id=agent, conversation=_key(conv), role=payload.role, content=payload.content,
-                             owner_id=payload.owner_id, sender=payload.sender, trust=payload.trust,
-                             kind=payload.kind, metadata=payload.metadata)
+                             owner_id=payload.owner_id, sender=payload.sender,
+                             trust=request.auth.trust(payload.trust), kind=payload.kind, metadata=payload.metadata)
     return Status(201, {"id": message.id, "conversation": message.conversation_key, "created_at": message.created_at})
 
 
@@ -53,7 +53,7 @@ def read_window(request, agent: str, conv: str, query: Query[WindowQuery]):
 def commit(request, agent: str, conv: str, payload: s.CommitIn):
     """The turn was delivered: record its peak, start the background review, check compaction."""
     return turn_commit(agent_id=agent, conversation=str(_key(conv)), owner_id=payload.owner_id,
-                       trust=payload.trust, peak_prompt_tokens=payload.peak_prompt_tokens,
+                       trust=request.auth.trust(payload.trust), peak_prompt_tokens=payload.peak_prompt_tokens,
                        context_window=payload.context_window)
 
 
@@ -84,7 +84,8 @@ def clear(request, agent: str, conv: str, payload: s.CommandIn):
 def turn(request, agent: str, conv: str, payload: s.TurnIn):
     """A whole turn through the provider chain, with the memory tools offered to the model."""
     return turn_run(agent_id=agent, conversation=_key(conv), content=payload.content, owner_id=payload.owner_id,
-                    trust=payload.trust, sender=payload.sender, context_window=payload.context_window)
+                    trust=request.auth.trust(payload.trust), sender=payload.sender,
+                    context_window=payload.context_window)
 
 
 class PromptQuery(Schema):
