@@ -16,6 +16,10 @@ class ApiKeyForm(forms.Form):
     role = forms.ChoiceField(choices=ApiKey.Role.choices,
                              help_text="channel: bots; operator: everything, including memory changes.")
     agents = forms.CharField(required=False, help_text="Agent ids, separated by commas or spaces. Empty: every agent.")
+    may_assert_operator = forms.BooleanField(
+        required=False, label="May assert operator trust",
+        help_text="Channel keys: requests may send \"trust\": \"operator\" (a bot that knows when the owner "
+                  "speaks). Without it they always speak as guests.")
 
     def clean_agents(self):
         return [a for a in self.cleaned_data["agents"].replace(",", " ").split() if a]
@@ -23,10 +27,12 @@ class ApiKeyForm(forms.Form):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(ReadOnlyAdmin):
-    list_display = ("name", "role", "prefix", "agent_list", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("role",)
+    list_display = ("name", "role", "may_assert_operator", "prefix", "agent_list", "created_at", "last_used_at",
+                    "revoked_at")
+    list_filter = ("role", "may_assert_operator")
     search_fields = ("name", "=prefix")
-    fields = ("name", "role", "prefix", "agent_list", "created_at", "last_used_at", "revoked_at")
+    fields = ("name", "role", "may_assert_operator", "prefix", "agent_list", "created_at", "last_used_at",
+              "revoked_at")
     readonly_fields = fields
     actions = ("revoke_selected",)
 
@@ -49,7 +55,8 @@ class ApiKeyAdmin(ReadOnlyAdmin):
         if request.method == "POST" and form.is_valid():
             try:
                 created, key = apikey_create(name=form.cleaned_data["name"], role=form.cleaned_data["role"],
-                                             agents=form.cleaned_data["agents"])
+                                             agents=form.cleaned_data["agents"],
+                                             may_assert_operator=form.cleaned_data["may_assert_operator"])
             except ApiKeyError as exc:
                 form.add_error(None, str(exc))
             else:

@@ -2,8 +2,9 @@
 
 The one auth class of the API. It also checks the `{agent}` of the path, so no endpoint can forget
 it: an invalid agent id is a 400, an agent the key is not restricted to a 403. Endpoints then ask
-the principal for the rest: an operator key (archive, restore, rollback, review, undo, job changes)
-or operator trust (chat commands that change state: compact, clear, soul).
+the principal for the rest: an operator key (archive, restore, rollback, review, undo, job changes),
+the trust a request speaks with (`trust`), or operator trust (chat commands that change state:
+compact, clear, soul).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from api.errors import ApiError, unauthorized
 from api.models import KEY_PREFIX, ApiKey
 from fermix_site.conf import valid_id
 from fermix_site.storage import is_storage_full
+from memory.models import Trust
 
 MAX_KEY_CHARS = 200
 # last_used_at is for people ("is this key still in use?"), so one write a minute per key is plenty
@@ -37,6 +39,7 @@ class Principal:
     name: str
     role: str
     agents: tuple[str, ...]
+    may_assert_operator: bool = False
 
     @property
     def is_operator(self) -> bool:
@@ -56,10 +59,24 @@ class Principal:
             raise ApiError(403, "operator_key_required", f"{action} needs an operator API key; this is a "
                                                          f"{self.role} key")
 
-    def require_operator_trust(self, trust: str | None, command: str) -> str:
-        """Chat commands that change state: an operator key, or a channel key vouching for the owner."""
-        if self.is_operator or trust == "operator":
-            return "operator"
+    def trust(self, asserted: str | None) -> str:
+        """The trust a request speaks with: what its body asserts, if the key may assert it; guest when
+        the body says nothing. A channel key vouches for the owner only if it was created with
+        `apikey_create --may-assert-operator`; any other channel key's claim is refused, not ignored,
+        so a bot that believes it speaks for the owner learns that it does not."""
+        if asserted != Trust.OPERATOR:
+            return Trust.GUEST
+        if self.is_operator or self.may_assert_operator:
+            return Trust.OPERATOR
+        raise ApiError(403, "trust_not_allowed", f"this {self.role} key may not assert \"trust\": \"operator\"; "
+                                                 "create the bot's key with `apikey_create --may-assert-operator` "
+                                                 "if it knows when the owner speaks")
+
+    def require_operator_trust(self, asserted: str | None, command: str) -> str:
+        """Chat commands that change state: an operator key, or a channel key that may vouch for the owner
+        and does."""
+        if self.is_operator or self.trust(asserted) == Trust.OPERATOR:
+            return Trust.OPERATOR
         raise ApiError(403, "operator_trust_required", f"{command} changes state and needs operator trust: send "
                                                        "\"trust\": \"operator\" when the owner asked for it")
 
@@ -105,4 +122,4 @@ class ApiKeyAuth(HttpBearer):
         if key.revoked_at is not None:
             raise unauthorized("revoked_key", "this API key was revoked; ask the operator for a new one")
         _touch(key)
-        return Principal(key.pk, key.name, key.role, tuple(key.agents or ()))
+        return Principal(key.pk, key.name, key.role, tuple(key.agents or ()), key.may_assert_operator)

@@ -23,7 +23,10 @@ def _ident(value: str) -> str:
 
 Ident = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]{1,64}$"),
                   AfterValidator(_ident)]
-Trust = Literal["operator", "guest"]
+Trust = Annotated[Literal["operator", "guest"], Field(
+    description="who is speaking: `guest` (the default: anyone but the owner) or `operator` (the owner). A channel "
+                "key may send `operator` only if it was created with `apikey_create --may-assert-operator` "
+                "(else 403 `trust_not_allowed`); with guest trust the memory tools touch only this conversation")]
 Text = Annotated[str, Field(max_length=512 * 1024)]
 MAX_INT = 2**31 - 1  # every integer column is at least this wide on SQLite and PostgreSQL
 # Body integers are JSON numbers: `true` is not 1 (pydantic would take it), nor is "5".

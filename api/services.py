@@ -17,13 +17,20 @@ class ApiKeyError(ValueError):
         self.code = code
 
 
-def apikey_create(*, name: str, role: str, agents: list[str] | tuple[str, ...] = ()) -> tuple[ApiKey, str]:
-    """Create a key; returns (row, the full key). The key is not stored and cannot be shown again."""
+def apikey_create(*, name: str, role: str, agents: list[str] | tuple[str, ...] = (),
+                  may_assert_operator: bool = False) -> tuple[ApiKey, str]:
+    """Create a key; returns (row, the full key). The key is not stored and cannot be shown again.
+
+    `may_assert_operator`: a channel key whose requests may say `"trust": "operator"` (a bot that knows
+    when the owner speaks); an operator key always may, so the flag is refused for one."""
     name = (name or "").strip()
     if not name or len(name) > 100:
         raise ApiKeyError("invalid_name", "the key name must be 1-100 characters")
     if role not in ApiKey.Role.values:
         raise ApiKeyError("invalid_role", f"role must be one of {', '.join(ApiKey.Role.values)}, got {role!r}")
+    if may_assert_operator and role != ApiKey.Role.CHANNEL:
+        raise ApiKeyError("invalid_flag", "only a channel key is created to assert operator trust; an "
+                                          "operator key always may")
     bad = [agent for agent in agents if not valid_id(agent)]
     if bad:
         raise ApiKeyError("invalid_agent", f"agent id {bad[0]!r} is invalid: use 1-64 of A-Z a-z 0-9 _ . -")
@@ -31,7 +38,7 @@ def apikey_create(*, name: str, role: str, agents: list[str] | tuple[str, ...] =
     try:
         with transaction.atomic():
             row = ApiKey.objects.create(name=name, prefix=prefix, key_hash=ApiKey.hash(key), role=role,
-                                        agents=sorted(set(agents)))
+                                        agents=sorted(set(agents)), may_assert_operator=may_assert_operator)
     except IntegrityError:
         if ApiKey.objects.filter(name=name).exists():
             raise ApiKeyError("name_taken", f"an API key named {name!r} already exists; pick another name "

@@ -6,11 +6,18 @@ category and the writer to a scope:
 | writer | identity, preference, interest, goal | context | directive | no category (a note) |
 |---|---|---|---|---|
 | reviewer, operator | owner scope | agent scope | agent scope | refused |
-| memory_store tool | owner scope | conversation scope | conversation scope | conversation scope |
+| memory_store tool, operator trust | owner scope | conversation scope | conversation scope | conversation scope |
+| memory_store tool, guest trust | conversation note | conversation note | refused | conversation note |
 | scheduled job run | job scope | job scope | job scope | job scope |
 
-Conversation-scoped `context` renders into MEMORY.md; conversation-scoped `directive` and every
-job-scoped row never render (see `memory.prompt_files`).
+Conversation-scoped `context` and user-profile rows render into the prompt files; notes,
+conversation-scoped `directive` and every job-scoped row never render (see `memory.prompt_files`).
+
+A tool call with guest trust is *confined* (CONTRACT §8 Trust): whoever prompts the model in a group
+chat, or holds a bot's channel key, must not reach the owner's memory. It stores only notes of its
+conversation (the category it asked for is dropped), and by id or by key it changes only those notes:
+a row outside the conversation is `out_of_scope`, a row with a category inside it is the operator's
+(`trust_gate`). So nothing a guest sends ever changes what USER.md or MEMORY.md render.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ USER_PROFILE = {Category.IDENTITY, Category.PREFERENCE, Category.INTEREST, Categ
 WRITERS = {"reviewer", "operator", "tool", "job"}
 
 TRUST_GATE = "trust_gate"
+OUT_OF_SCOPE = "out_of_scope"
 
 
 class AdmissionError(rows.MemoryRowError):
@@ -46,6 +54,16 @@ class Writer:
     @property
     def actor_type(self) -> str:
         return {"reviewer": "reviewer", "operator": "operator", "tool": "tool", "job": "job"}[self.kind]
+
+
+def confined(writer: Writer) -> bool:
+    """A tool call with guest trust: it may touch only its own conversation's notes."""
+    return writer.kind == "tool" and writer.trust != Trust.OPERATOR
+
+
+def stored_category(writer: Writer, category: str) -> str:
+    """The category a row is written with: a confined writer's facts are notes, whatever it asked for."""
+    return "" if confined(writer) else category
 
 
 def scope_for(writer: Writer, category: str) -> tuple[str, str]:
@@ -82,11 +100,25 @@ def check_row(writer: Writer, memory: Memory) -> None:
     if memory.agent_id != writer.agent_id:
         raise AdmissionError(rows.NOT_FOUND, f"memory row {memory.pk} does not exist")
     if writer.kind == "job" and (memory.scope_type != ScopeType.JOB or memory.scope_id != writer.job_source_key):
-        raise AdmissionError("out_of_scope", f"memory row {memory.pk} is not this job's")
+        raise AdmissionError(OUT_OF_SCOPE, f"memory row {memory.pk} is not this job's")
     if writer.kind in {"reviewer", "tool"} and memory.owner_id != writer.owner_id:
-        raise AdmissionError("out_of_scope", f"memory row {memory.pk} belongs to another owner")
+        raise AdmissionError(OUT_OF_SCOPE, f"memory row {memory.pk} belongs to another owner")
+    if confined(writer):
+        _check_conversation_note(writer, memory)
     if memory.category == Category.DIRECTIVE and writer.trust != Trust.OPERATOR:
         raise AdmissionError(TRUST_GATE, "only the operator may change a directive")
+
+
+def _check_conversation_note(writer: Writer, memory: Memory) -> None:
+    """A confined writer changes only the notes of its own conversation."""
+    here = writer.conversation is not None and (memory.scope_type, memory.scope_id) == (
+        ScopeType.CONVERSATION, str(writer.conversation))
+    if not here:
+        raise AdmissionError(OUT_OF_SCOPE, f"memory row {memory.pk} is outside this conversation; with guest trust "
+                                           "only this conversation's notes may be changed")
+    if memory.category:
+        raise AdmissionError(TRUST_GATE, f"memory row {memory.pk} is long-term memory ({memory.category}); only "
+                                         "the operator may change it")
 
 
 def admit_add(
@@ -102,7 +134,13 @@ def admit_add(
 ) -> tuple[Memory, str]:
     """Admit and write a row by key. Returns (row, action) as `memory_upsert` does."""
     check_category(writer, category)
+    category = stored_category(writer, category)
     scope_type, scope_id = scope_for(writer, category)
+    if confined(writer):
+        existing = rows.memory_by_key(agent_id=writer.agent_id, owner_id=writer.owner_id, scope_type=scope_type,
+                                      scope_id=scope_id, key=key)
+        if existing is not None:  # the write would change this row: the same rule as a change by id
+            check_row(writer, existing)
     return rows.memory_upsert(
         agent_id=writer.agent_id, owner_id=writer.owner_id, scope_type=scope_type, scope_id=scope_id,
         key=key, value=value, category=category, confidence=confidence, source=source,
@@ -119,8 +157,10 @@ def admit_replace(writer: Writer, *, memory_id: int, value: str, category: str |
     if memory is None:
         raise AdmissionError(rows.NOT_FOUND, f"memory row {memory_id} does not exist")
     check_row(writer, memory)
-    if category is not None and category != memory.category:
+    if category is not None:
         check_category(writer, category)
+        category = stored_category(writer, category) or None  # a confined writer's note stays a note
+    if category is not None and category != memory.category:
         if scope_for(writer, category) != scope_for(writer, memory.category or category):
             raise AdmissionError("scope_change", "a replace cannot move a row to another scope; "
                                                  "archive it and add a new one")

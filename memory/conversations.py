@@ -86,6 +86,11 @@ class ConversationKey:
     def filter(self) -> dict:
         return {"channel": self.channel, "chat_id": self.chat_id, "thread_scope": self.thread_scope}
 
+    @property
+    def source_key(self) -> str:
+        """The key of the conversation's memory source (`MemorySource.key`)."""
+        return f"conversation:{self}"
+
 
 def generation_name(agent_id: str, key: ConversationKey) -> str:
     return f"conv:{agent_id}:{key}"

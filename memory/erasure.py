@@ -93,7 +93,7 @@ def memory_forget_owner(*, owner_id: str, agent_id: str | None = None) -> Erasur
                 agent_id=agent, resource_type="checkpoint", scope_id=key), owner_id, now)
             report.review_runs += _deleted(ReviewRun.objects.filter(agent_id=agent, conversation_key=key), "ReviewRun")
             ReviewState.objects.filter(agent_id=agent, conversation_key=key).delete()
-            MemorySource.objects.filter(agent_id=agent, key=f"conversation:{key}").delete()
+            MemorySource.objects.filter(agent_id=agent, key=ConversationKey.parse(key).source_key).delete()
             # Every message of the owner's conversations, the assistant's replies included.
             report.messages += _deleted(Message.objects.filter(agent_id=agent, **ConversationKey.parse(key).filter()),
                                         "Message")

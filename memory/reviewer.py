@@ -99,7 +99,7 @@ def _state(agent_id: str, key: str) -> ReviewState:
 
 
 def _source(agent_id: str, key: ConversationKey) -> MemorySource:
-    source_key = f"conversation:{key}"
+    source_key = key.source_key
     return first_row(MemorySource, _SOURCE_SQL, [agent_id, source_key]) or MemorySource.objects.get_or_create(
         agent_id=agent_id, key=source_key, defaults={"source_type": "conversation", "name": str(key)})[0]
 

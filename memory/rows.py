@@ -148,7 +148,8 @@ def memory_upsert(
         source_message_id=source_message_id,
     )
     with transaction.atomic():
-        existing = first_row(Memory, _BY_KEY_SQL, [agent_id, owner_id, scope_type, scope_id, key], lock=True)
+        existing = memory_by_key(agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id,
+                                 key=key, lock=True)
         if existing is None:
             memory = _insert_memory(Memory(
                 agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id, key=key,
@@ -172,6 +173,12 @@ def memory_upsert(
         _event(memory, action, before=before, actor_type=actor_type, actor_id=actor_id, reason=reason)
         generations.bump(generation_name(agent_id))
     return memory, str(action)
+
+
+def memory_by_key(*, agent_id: str, owner_id: str, scope_type: str, scope_id: str, key: str,
+                  lock: bool = False) -> Memory | None:
+    """The row (archived or not) a write by this unique key would change, or None."""
+    return first_row(Memory, _BY_KEY_SQL, [agent_id, owner_id, scope_type, scope_id, key.strip()], lock=lock)
 
 
 def _locked(memory_id: int) -> Memory:

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from memory import prompt_files, search
-from memory.admission import AdmissionError, Writer, admit_add, admit_archive, admit_replace
+from memory.admission import AdmissionError, Writer, admit_add, admit_archive, admit_replace, confined
 from memory.conversations import ConversationError, ConversationKey
 from memory.models import Memory, MemorySource, Message, ScopeType, Trust
 from memory.rows import MemoryRowError
 
 SCOPES = ("current", "owner", "all")
 SOURCES = ("memories", "history", "all")
+OPERATOR_ONLY = "operator_only"
 DEFAULT_LIMIT, MAX_LIMIT = 10, 50
 SNIPPET = 500
 
@@ -36,6 +37,11 @@ class ToolContext:
     @property
     def is_job(self) -> bool:
         return bool(self.job_source_key)
+
+    @property
+    def confined(self) -> bool:
+        """Guest trust: the tools touch and read only the current conversation (admission decides)."""
+        return confined(self.writer())
 
     def writer(self) -> Writer:
         return Writer(kind="job" if self.is_job else "tool", agent_id=self.agent_id, owner_id=self.owner_id,
@@ -92,7 +98,7 @@ def _source_for(ctx: ToolContext) -> MemorySource | None:
     if ctx.conversation is None:
         return None
     source, _ = MemorySource.objects.get_or_create(
-        agent_id=ctx.agent_id, key=f"conversation:{ctx.conversation}",
+        agent_id=ctx.agent_id, key=ctx.conversation.source_key,
         defaults={"source_type": "conversation", "name": str(ctx.conversation)},
     )
     return source
@@ -128,8 +134,10 @@ def memory_store(ctx: ToolContext, arguments: dict) -> ToolResult:
                                     reason=_text(arguments, "reason") or "")
         warnings = _rebuild_if_rendered(row, "memory_store")
         kind = "note for this conversation" if not row.category else f"{row.category} memory"
-        return ToolResult(True, f"Stored {kind} #{row.id} ({action}): {row.value}",
-                          {**memory_row_data(row), "action": action}, warnings)
+        text = f"Stored {kind} #{row.id} ({action}): {row.value}"
+        if category and not row.category:  # admission keeps a guest's facts in its conversation
+            text += f" (with guest trust a fact stays a note of this conversation, not {category} memory)"
+        return ToolResult(True, text, {**memory_row_data(row), "action": action}, warnings)
     except (AdmissionError, MemoryRowError) as exc:
         return refuse(exc.code, str(exc))
 
@@ -141,7 +149,12 @@ def _memory_filters(ctx: ToolContext, scope: str) -> dict:
     filters = {"agent_id": ctx.agent_id, "archived_at__isnull": True}
     if scope == "all":
         return filters
-    filters.update(owner_id=ctx.owner_id, scope_type=[ScopeType.OWNER, ScopeType.AGENT, ScopeType.CONVERSATION])
+    filters["owner_id"] = ctx.owner_id
+    if ctx.confined:  # a guest stays in its conversation: its notes, not the owner's profile or the agent's rows
+        if ctx.conversation is None:
+            raise MemoryRowError("invalid_argument", "scope current needs a conversation")
+        return {**filters, "scope_type": ScopeType.CONVERSATION, "scope_id": str(ctx.conversation)}
+    filters["scope_type"] = [ScopeType.OWNER, ScopeType.AGENT, ScopeType.CONVERSATION]
     if scope == "current":
         visible = [ctx.owner_id, ctx.agent_id] + ([str(ctx.conversation)] if ctx.conversation else [])
         filters["scope_id"] = visible
@@ -172,8 +185,9 @@ def memory_recall(ctx: ToolContext, arguments: dict) -> ToolResult:
             return refuse("invalid_argument", f"source must be one of {', '.join(SOURCES)}")
         if ctx.is_job and source != "memories":
             return refuse("forbidden", "scheduled job runs recall only their own job memories, not history")
-        if scope == "all" and ctx.trust != Trust.OPERATOR and not ctx.is_job:
-            return refuse("forbidden", "scope all needs operator trust; use current or owner")
+        if scope != "current" and ctx.confined:
+            return refuse(OPERATOR_ONLY, f"scope {scope} needs operator trust; with guest trust recall searches "
+                                         "only this conversation (scope current)")
         if not key and not (query and query.strip()):
             return refuse("invalid_argument", "memory_recall needs key or query")
         found: list[dict] = []
@@ -215,10 +229,13 @@ def memory_forget(ctx: ToolContext, arguments: dict) -> ToolResult:
 
 
 def memory_sources_list(ctx: ToolContext, arguments: dict) -> ToolResult:
-    """Memory sources of the agent: conversations and scheduled jobs that wrote rows."""
+    """Memory sources of the agent: conversations and scheduled jobs that wrote rows (a job run sees its
+    own; a guest its conversation's, since other sources name other chats)."""
     sources = MemorySource.objects.filter(agent_id=ctx.agent_id).order_by("source_type", "key")
     if ctx.is_job:
         sources = sources.filter(key=ctx.job_source_key)
+    elif ctx.confined:
+        sources = sources.filter(key=ctx.conversation.source_key) if ctx.conversation else sources.none()
     data = [{"id": s.id, "key": s.key, "source_type": s.source_type, "name": s.name,
              "description": s.description} for s in sources[:500]]
     text = "\n".join(f"{d['key']} ({d['source_type']}) {d['name']}" for d in data) or "No memory sources."

@@ -7,10 +7,11 @@ the reply, commit.
 
 The model sees the composed system prompt, then the conversation window (which already ends with the
 new message), and is offered the memory tools as function tools. Tool calls are run with the caller's
-trust and fed back, at most MAX_TOOL_ROUNDS times, so a model that keeps calling tools cannot hold a
-request for ever; and the whole turn has `[fermix_core.timeouts] turn_ms`: once it is spent the chain
-raises BudgetSpent (the API's `504 turn_timeout`), the user's message stays stored. The web server's
-worker timeout is above that budget (see `serve`). `answer_with_tools` is shared with scheduled job runs.
+trust (a guest's stay in its conversation, whatever the model was talked into) and fed back, at most
+MAX_TOOL_ROUNDS times, so a model that keeps calling tools cannot hold a request for ever; and the whole
+turn has `[fermix_core.timeouts] turn_ms`: once it is spent the chain raises BudgetSpent (the API's
+`504 turn_timeout`), the user's message stays stored. The web server's worker timeout is above that
+budget (see `serve`). `answer_with_tools` is shared with scheduled job runs.
 """
 
 from __future__ import annotations

@@ -88,3 +88,43 @@ def test_rows_of_another_agent_look_absent():
     with pytest.raises(AdmissionError) as excinfo:
         admit_replace(writer(), memory_id=row.id, value="w")
     assert excinfo.value.code == "not_found"
+
+
+@pytest.mark.parametrize("category", ["", "identity", "preference", "interest", "goal", "context"])
+def test_a_guest_tool_call_stores_a_note_of_its_conversation_whatever_the_category(category):
+    row, _ = admit_add(writer("tool", trust="guest"), key="k", value="v", category=category)
+    assert (row.scope_type, row.scope_id, row.category, row.promote_target) == (
+        "conversation", "telegram:1:root", "", "")
+
+
+def test_a_guest_tool_call_changes_only_the_notes_of_its_conversation():
+    operator, guest = writer("tool"), writer("tool", trust="guest")
+    profile, _ = admit_add(operator, key="city", value="lives in Lisbon", category="identity")
+    context, _ = admit_add(operator, key="room", value="room 4B", category="context")  # this conversation's
+    elsewhere, _ = admit_add(writer("tool", conversation=ConversationKey.parse("slack:9")), key="n", value="v")
+    note, _ = admit_add(guest, key="umbrella", value="blue umbrella")
+    for row, code in ((profile, "out_of_scope"), (elsewhere, "out_of_scope"), (context, "trust_gate")):
+        for change in (lambda r: admit_replace(guest, memory_id=r.id, value="changed"),
+                       lambda r: admit_archive(guest, memory_id=r.id)):
+            with pytest.raises(AdmissionError) as excinfo:
+                change(row)
+            assert excinfo.value.code == code
+    assert [r.value for r in Memory.objects.filter(archived_at__isnull=True).order_by("id")] == [
+        "lives in Lisbon", "room 4B", "v", "blue umbrella"]
+    assert admit_replace(guest, memory_id=note.id, value="red umbrella", category="identity").category == ""
+    assert admit_archive(guest, memory_id=note.id).archived_at is not None
+
+
+def test_a_guest_cannot_overwrite_a_long_term_row_of_its_conversation_by_key():
+    admit_add(writer("tool"), key="room", value="room 4B", category="context")
+    with pytest.raises(AdmissionError) as excinfo:
+        admit_add(writer("tool", trust="guest"), key="room", value="room 13")
+    assert excinfo.value.code == "trust_gate"
+    assert Memory.objects.get().value == "room 4B" and Memory.objects.get().category == "context"
+
+
+def test_a_guest_tool_call_without_a_conversation_reaches_no_row():
+    row, _ = admit_add(writer("tool"), key="n", value="v")
+    with pytest.raises(AdmissionError) as excinfo:
+        admit_archive(writer("tool", trust="guest", conversation=None), memory_id=row.id)
+    assert excinfo.value.code == "out_of_scope"

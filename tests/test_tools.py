@@ -85,7 +85,7 @@ def test_recall_scopes(home):
     assert owner == {"blue umbrella note", "blue car note"}
     assert everything == owner | {"blue hat belongs to bo"}
     refused = call("memory_recall", ctx(trust="guest"), query="blue", scope="all")
-    assert not refused.ok and refused.data == {"error": "forbidden"}
+    assert not refused.ok and refused.data == {"error": "operator_only"}
 
 
 def test_recall_over_history(home):
@@ -150,3 +150,27 @@ def test_sources_list(home):
     MemorySource.objects.create(agent_id="main", source_type="job", key="job:1", name="digest")
     keys = [d["key"] for d in call("memory_sources_list").data]
     assert keys == ["conversation:telegram:1:root", "job:1"]
+
+
+def test_a_guests_fact_is_a_note_and_the_model_is_told_so(home):
+    result = call("memory_store", ctx(trust="guest"), key="city", value="lives in Porto", category="identity")
+    assert result.ok and (result.data["scope_type"], result.data["category"]) == ("conversation", "")
+    assert "not identity memory" in result.result and user_md() == ""
+
+
+def test_a_guest_recalls_only_its_conversation(home):
+    call("memory_store", key="city", value="lives in the blue house", category="identity")
+    call("memory_store", key="note", value="blue umbrella note")
+    call("memory_store", ctx(conversation=ConversationKey.parse("slack:9")), key="note", value="blue car note")
+    message_append(agent_id="main", conversation=CONV, role="user", content="the blue kite")
+    message_append(agent_id="main", conversation="slack:9", role="user", content="the blue secret")
+    guest = ctx(trust="guest")
+    assert {d["value"] for d in call("memory_recall", guest, query="blue").data} == {"blue umbrella note"}
+    assert call("memory_recall", guest, key="city").data == []
+    assert [d["content"] for d in call("memory_recall", guest, query="blue", source="history").data] == [
+        "the blue kite"]
+    for scope in ("owner", "all"):
+        refused = call("memory_recall", guest, query="blue", scope=scope, source="history")
+        assert not refused.ok and refused.data == {"error": "operator_only"}
+    assert [d["key"] for d in call("memory_sources_list", guest).data] == ["conversation:telegram:1:root"]
+    assert len(call("memory_sources_list").data) == 2

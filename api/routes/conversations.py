@@ -44,7 +44,7 @@ def append_message(request, agent: str, conv: str, payload: s.MessageIn, idempot
 
     def append(also):
         return message_append(agent_id=agent, conversation=key, role=payload.role, content=payload.content,
-                              owner_id=payload.owner_id, sender=payload.sender, trust=payload.trust,
+                              owner_id=payload.owner_id, sender=payload.sender, trust=request.auth.trust(payload.trust),
                               kind=payload.kind, metadata=payload.metadata, also=also)
 
     def created(message) -> dict:
@@ -69,7 +69,7 @@ def read_window(request, agent: str, conv: str, query: Query[WindowQuery]):
 def commit(request, agent: str, conv: str, payload: s.CommitIn):
     """The turn was delivered: record its peak, start the background review, check compaction."""
     return turn_commit(agent_id=agent, conversation=str(_key(conv)), owner_id=payload.owner_id,
-                       trust=payload.trust, peak_prompt_tokens=payload.peak_prompt_tokens,
+                       trust=request.auth.trust(payload.trust), peak_prompt_tokens=payload.peak_prompt_tokens,
                        context_window=payload.context_window)
 
 
@@ -105,7 +105,8 @@ def turn(request, agent: str, conv: str, payload: s.TurnIn, idempotency_key: ide
 
     def run(**hooks):
         return turn_run(agent_id=agent, conversation=key, content=payload.content, owner_id=payload.owner_id,
-                        trust=payload.trust, sender=payload.sender, context_window=payload.context_window, **hooks)
+                        trust=request.auth.trust(payload.trust), sender=payload.sender,
+                        context_window=payload.context_window, **hooks)
 
     return idempotency.turn_once(once, run, s.TurnOut)
 

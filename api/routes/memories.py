@@ -11,7 +11,7 @@ from api import schemas as s
 from api.errors import ApiError
 from fermix_site.conf import conf
 from memory.conversations import ConversationKey
-from memory.models import Memory, MemorySource, ReviewRun
+from memory.models import Memory, MemorySource, ReviewRun, Trust
 from memory.prompt_files import prompt_files_rebuild_after_commit
 from memory.reviewer import review_now
 from memory.reviewer import review_undo as undo
@@ -35,10 +35,12 @@ def memory_out(row: Memory) -> dict:
 
 @router.post("/agents/{agent}/tools/{tool}", response=s.ToolOut)
 def tool(request, agent: str, tool: ToolName, payload: s.ToolIn):
-    """Run a memory tool as the model would; a refusal is `ok: false` with the reason in `data.error`."""
+    """Run a memory tool as the model would; a refusal is `ok: false` with the reason in `data.error`.
+
+    With guest trust the tool touches only the conversation named (see `memory.admission`)."""
     ctx = ToolContext(agent_id=agent, owner_id=payload.owner_id or conf.memory.owner_id,
-                      conversation=ConversationKey.parse(payload.conversation), trust=payload.trust,
-                      actor_id=request.auth.actor)
+                      conversation=ConversationKey.parse(payload.conversation),
+                      trust=request.auth.trust(payload.trust), actor_id=request.auth.actor)
     return run_tool(tool, ctx, payload.arguments).as_dict()
 
 
@@ -151,7 +153,11 @@ def memory_sources(request, agent: str):
 @router.post("/agents/{agent}/realtime/transcripts", response={200: s.TranscriptOut, 201: s.TranscriptOut},
              tags=["realtime"])
 def transcript(request, agent: str, payload: s.TranscriptIn):
-    """A final voice transcript: stored as a `voice_turn` (201) when `persist_transcripts` is on, else 200."""
+    """A final voice transcript: stored as a `voice_turn` (201) when `persist_transcripts` is on, else 200.
+
+    A transcript is stored as the owner's words (operator trust), so only a key that may speak for the
+    owner may send one: an operator key, or a channel key made with `--may-assert-operator`."""
+    request.auth.trust(Trust.OPERATOR)
     conversation = str(realtime_conversation(payload.device_id))
     message = transcript_store(agent_id=agent, device_id=payload.device_id, role=payload.role, text=payload.text,
                                owner_id=payload.owner_id)

@@ -23,6 +23,21 @@ def test_creating_a_key_shows_it_once_and_stores_only_its_hash(console, home):
         assert key not in console.get(url).content.decode()
 
 
+def test_a_key_that_may_assert_operator_trust_is_created_and_shown_as_such(console, home):
+    html = console.post(reverse("admin:api_apikey_add"), {"name": "dm-bot", "role": "channel",
+                                                          "may_assert_operator": "on"}).content.decode()
+    assert "may assert operator trust" in html
+    row = ApiKey.objects.get(name="dm-bot")
+    assert row.may_assert_operator is True
+    change = console.get(reverse("admin:api_apikey_change", args=[row.pk])).content.decode()
+    assert "May assert operator" in change and 'alt="True"' in change
+    changelist = console.get(reverse("admin:api_apikey_changelist"), {"may_assert_operator__exact": "1"})
+    assert "dm-bot" in changelist.content.decode()
+    refused = console.post(reverse("admin:api_apikey_add"), {"name": "ops", "role": "operator",
+                                                             "may_assert_operator": "on"}).content.decode()
+    assert "only a channel key" in refused and not ApiKey.objects.filter(name="ops").exists()
+
+
 def test_a_taken_name_is_refused_with_a_message(console, home):
     console.post(reverse("admin:api_apikey_add"), {"name": "cli", "role": "channel"})
     html = console.post(reverse("admin:api_apikey_add"), {"name": "cli", "role": "channel"}).content.decode()

@@ -1,4 +1,5 @@
-"""Named API callers (an operator, a bot, a bot restricted to another agent) over Django's test client."""
+"""Named API callers (an operator, a bot, a bot that may speak for the owner, a bot restricted to another
+agent) over Django's test client."""
 
 from __future__ import annotations
 
@@ -43,10 +44,12 @@ class Caller:
 
 @pytest.fixture
 def keys(db):
-    """Full keys by persona: operator, channel (every agent), other (a channel key for agent `other`)."""
+    """Full keys by persona: operator, channel (every agent), owner_bot (a channel key created with
+    `--may-assert-operator`: it may send `"trust": "operator"`), other (a channel key for agent `other`)."""
     return {
         "operator": apikey_create(name="ops", role="operator")[1],
         "channel": apikey_create(name="bot", role="channel")[1],
+        "owner_bot": apikey_create(name="owner-bot", role="channel", may_assert_operator=True)[1],
         "other": apikey_create(name="other-bot", role="channel", agents=["other"])[1],
     }
 
@@ -59,6 +62,11 @@ def operator(client, keys):
 @pytest.fixture
 def bot(client, keys):
     return Caller(client, keys["channel"])
+
+
+@pytest.fixture
+def owner_bot(client, keys):
+    return Caller(client, keys["owner_bot"])
 
 
 @pytest.fixture

@@ -26,6 +26,19 @@ def test_apikey_create_prints_only_the_key_and_stores_only_its_hash(home):
     assert row.key_hash == ApiKey.hash(key) and key not in (row.key_hash, row.prefix, str(row.agents))
 
 
+def test_a_channel_key_made_with_may_assert_operator_may_speak_for_the_owner(home, client):
+    plain = Caller(client, create("--name", "group-bot", "--role", "channel").strip())
+    vouching = Caller(client, create("--name", "dm-bot", "--role", "channel", "--may-assert-operator").strip())
+    assert ApiKey.objects.get(name="dm-bot").may_assert_operator is True
+    assert ApiKey.objects.get(name="group-bot").may_assert_operator is False
+    message = {"role": "user", "content": "I am the owner", "trust": "operator"}
+    assert error_of(plain.post("/agents/main/conversations/telegram:1/messages", message)) == (
+        403, "trust_not_allowed")
+    assert vouching.post("/agents/main/conversations/telegram:1/messages", message).status_code == 201
+    with pytest.raises(CommandError, match="only a channel key"):
+        create("--name", "ops", "--role", "operator", "--may-assert-operator")
+
+
 @pytest.mark.parametrize("args, message", [
     (["--name", "dup", "--role", "operator"], "already exists"),
     (["--name", "x", "--role", "operator", "--agent", "../etc"], "invalid"),

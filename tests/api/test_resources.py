@@ -74,21 +74,24 @@ def test_checkpoints_cannot_be_rolled_back(seeded, operator):
         409, "checkpoint_rollback")
 
 
-def test_a_soul_revert_is_proposed_then_applied(seeded, bot):
+def test_a_soul_revert_is_proposed_then_applied(seeded, bot, owner_bot):
     original = (seeded.home / "bootstrap/main/SOUL.md").read_text()
     resource_write_file(agent_id="main", resource_type="soul_md", content=original + "\nBe curt.\n",
                         mutation_source="manual_edit")
     assert error_of(bot.post(SOUL, {"mode": "revert", "revision": 1})) == (403, "operator_trust_required")
-    response = bot.post(SOUL, {"mode": "revert", "revision": 1, "trust": "operator"})
+    assert error_of(bot.post(SOUL, {"mode": "revert", "revision": 1, "trust": "operator"})) == (
+        403, "trust_not_allowed")
+    response = owner_bot.post(SOUL, {"mode": "revert", "revision": 1, "trust": "operator"})
     assert response.status_code == 201
     proposal = response.json()
     assert proposal["status"] == "pending" and "-Be curt.\n" in proposal["diff"] and proposal["expires_at"]
     assert (seeded.home / "bootstrap/main/SOUL.md").read_text().endswith("Be curt.\n")  # nothing written yet
-    applied = bot.post(f"{SOUL}/{proposal['token']}/apply", {"trust": "operator"}).json()
+    vouched = {"trust": "operator"}
+    applied = owner_bot.post(f"{SOUL}/{proposal['token']}/apply", vouched).json()
     assert applied == {"token": proposal["token"], "mode": "revert", "status": "applied", "revision": 3}
     assert (seeded.home / "bootstrap/main/SOUL.md").read_text() == original
-    assert error_of(bot.post(f"{SOUL}/{proposal['token']}/apply", {"trust": "operator"})) == (409, "proposal_closed")
-    assert error_of(bot.post(f"{SOUL}/{proposal['token']}x/apply", {"trust": "operator"})) == (404, "unknown_proposal")
+    assert error_of(owner_bot.post(f"{SOUL}/{proposal['token']}/apply", vouched)) == (409, "proposal_closed")
+    assert error_of(owner_bot.post(f"{SOUL}/{proposal['token']}x/apply", vouched)) == (404, "unknown_proposal")
 
 
 def test_a_denied_soul_proposal_writes_nothing(seeded, operator):
@@ -108,9 +111,9 @@ def reviewer(seeded, fake_provider):
         yield script
 
 
-def test_review_writes_user_md_and_undo_reverses_it(reviewer, bot, operator):
+def test_review_writes_user_md_and_undo_reverses_it(reviewer, bot, owner_bot, operator):
     conv = "/agents/main/conversations/telegram:42"
-    bot.post(conv + "/messages", {"role": "user", "content": "I prefer short answers.", "trust": "operator"})
+    owner_bot.post(conv + "/messages", {"role": "user", "content": "I prefer short answers.", "trust": "operator"})
     reviewer.push("reviewer", Reply(text='{"operations": [{"op": "add", "category": "preference", '
                                          '"key": "answer_length", "value": "prefers short answers"}]}'))
     body = operator.post("/agents/main/review", {"conversation": "telegram:42"}).json()

@@ -87,7 +87,7 @@ def test_every_job_has_its_memory_source(home):
     job = new_job()
     source = MemorySource.objects.get(key=f"job:{job.pk}")
     assert (source.source_type, source.name, job.memory_source_id) == ("job", "digest", source.pk)
-    listed = run_tool("memory_sources_list", ToolContext(agent_id="main", owner_id="default"), {})
+    listed = run_tool("memory_sources_list", ToolContext(agent_id="main", owner_id="default", trust="operator"), {})
     assert [(s["key"], s["source_type"]) for s in listed.data] == [(f"job:{job.pk}", "job")]
 
 
