@@ -39,7 +39,7 @@ def test_a_channel_keys_guest_tool_calls_cannot_reach_the_owners_memory(fermix_s
         assert tool(guest, "memory_recall", {"query": "secret", "scope": scope, "source": "all"})["data"] == {
             "error": "operator_only"}
     assert tool(guest, "memory_recall", {"query": "secret", "source": "all"}) == {
-        "ok": True, "result": "No matching memories.", "data": []}
+        "ok": True, "result": "No matching memories.", "data": [], "warnings": []}
 
     assert user_md.read_text() == before
     prompt = owner.get("/api/v1/agents/main/prompt").json()["system_messages"]
