@@ -96,7 +96,11 @@ def test_a_full_disk_answers_507_and_healthz_503_until_space_returns(small_disk_
         after = client.post(CONV + "/messages", json={"role": "user", "content": BIG})
         assert after.status_code == 201
     # Exactly what was acknowledged, whole: no half of a refused message, nothing lost.
-    assert stored_messages(server.home) == [(first.json()["id"], "before the disk filled"), (after.json()["id"], BIG)]
+    stored = stored_messages(server.home)
+    assert stored == [(first.json()["id"], "before the disk filled"), (after.json()["id"], BIG)]
+    print(f"\nfull disk: 3 appends of {len(BIG):,} bytes answered 507; /healthz 503 with free_bytes 0; "
+          f"room again: /healthz 200 with {health.json()['storage']['free_bytes']:,} bytes free, the append 201; "
+          f"{len(stored)} messages stored = the 2 acknowledged, integrity_check ok")
 
 
 def test_every_write_on_a_full_disk_is_refused_whole_or_stored_and_said_so(small_disk_server):
@@ -126,6 +130,8 @@ def test_every_write_on_a_full_disk_is_refused_whole_or_stored_and_said_so(small
     if store.status_code == 200:
         assert store.json()["warnings"] == ["prompt_files_not_rebuilt"]  # no room for USER.md either
     assert login.status_code in (302, 507)  # the session is a database write too
+    print(f"\nfull disk: append {message.status_code}, memory_store {store.status_code}, console login "
+          f"{login.status_code}; {len(stored_messages(server.home))} messages and {len(memories)} rows stored")
 
 
 def test_a_committed_change_whose_prompt_files_cannot_be_written_answers_200_with_a_warning(small_disk_server):
@@ -153,3 +159,5 @@ def test_a_committed_change_whose_prompt_files_cannot_be_written_answers_200_wit
         assert archived.json()["warnings"] == [] and archived.json()["rendered_in"] == []
     # The next rebuild wrote what the earlier ones could not.
     assert (folder / "USER.md").read_text() == "## Identity\n- lives in Porto\n"
+    print(f"\nmemory folder full: 2 memory_store calls answered 200 with {stored.json()['warnings']}, both rows "
+          f"stored, no USER.md; room again: the archive answered 200 with no warning and USER.md holds the row")
