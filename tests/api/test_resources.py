@@ -122,7 +122,7 @@ def test_review_writes_user_md_and_undo_reverses_it(reviewer, bot, operator):
     run = bot.get("/agents/main/review-runs", conversation="telegram:42").json()["runs"][0]
     assert (run["status"], run["ops_added"], run["trigger"]) == ("ok", 1, "now")
     undone = operator.post(f"/review-runs/{run['id']}/undo", {}).json()
-    assert undone == {"run_id": run["id"], "status": "undone", "operations_reversed": 1}
+    assert undone == {"run_id": run["id"], "status": "undone", "operations_reversed": 1, "warnings": []}
     assert "short answers" not in user_md.read_text()
     assert error_of(operator.post(f"/review-runs/{run['id']}/undo", {})) == (409, "already_undone")
 
