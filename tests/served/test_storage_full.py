@@ -4,46 +4,17 @@ that committed is never reported as failed when only its prompt files could not 
 
 from __future__ import annotations
 
-import errno
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.tmpfs import fill, mount_tmpfs, unmount
 
 pytestmark = [pytest.mark.slow, pytest.mark.live]
 
 CONV = "/api/v1/agents/main/conversations/telegram:7"
 BIG = "the disk fills up while this is being written " * 4000  # 184 KB: more than the WAL has spare
-
-
-def mount_tmpfs(folder: Path, size: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a {size} tmpfs here (mounting needs root): {mounted.stderr.strip()}")
-
-
-def unmount(folder: Path) -> None:
-    subprocess.run(["umount", str(folder)], check=True)
-
-
-def fill(folder: Path) -> Path:
-    """Write a file until the filesystem holding `folder` has no byte left."""
-    filler = folder / "filler"
-    with open(filler, "wb", buffering=0) as fh:
-        try:
-            while True:
-                fh.write(b"\0" * 65536)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-        try:
-            while True:
-                fh.write(b"\0" * 512)
-        except OSError:
-            pass
-    return filler
 
 
 @pytest.fixture
