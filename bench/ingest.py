@@ -1,4 +1,5 @@
-"""Message ingest through the service and window reads, each beside the same work done with raw sqlite3.
+"""Message ingest through the service and window reads, each beside the same work done with raw sqlite3;
+ingest with `[fermix_core.storage] durability = "full"` beside the default.
 
 Both sides get the same messages for the same conversations, picked in proportion to each
 conversation's size (people write where they already talk). Service and raw runs alternate in blocks,
@@ -97,6 +98,63 @@ def measure_ingest(data, count: int) -> list[Figure]:
                f"p50 {ms(service.p(0.5))} ms, p95 {ms(service.p())} ms (raw {ms(baseline.p(0.5))} / "
                f"{ms(baseline.p())} ms); CPU per message {statistics.fmean(service.cpu):.3f} ms (raw "
                f"{statistics.fmean(baseline.cpu):.3f} ms, {cpu_share:.0%} of raw)"),
+    ]
+
+
+def _use_durability(durability: str) -> None:
+    """Reconnect Django's connection as `[fermix_core.storage] durability = …` would configure it."""
+    from django.db import connection
+
+    from fermix_site.storage import SQLITE_SYNCHRONOUS, SYNCHRONOUS_LEVELS, sqlite_init_command
+
+    connection.close()
+    connection.settings_dict["OPTIONS"]["init_command"] = sqlite_init_command(durability)
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA synchronous")
+        assert SYNCHRONOUS_LEVELS[cursor.fetchone()[0]] == SQLITE_SYNCHRONOUS[durability]
+
+
+def _filesystem(path) -> str:
+    """The type and device of the filesystem holding `path` (what an fsync costs depends on it)."""
+    best = ("", "unknown filesystem", "")
+    try:
+        with open("/proc/self/mounts") as mounts:
+            for device, point, kind, *_ in (line.split() for line in mounts):
+                if str(path).startswith(point.rstrip("/") + "/") and len(point) >= len(best[0]):
+                    best = (point, kind, device)
+    except OSError:
+        pass
+    return f"{best[1]} on {best[2]}" if best[2] else best[1]
+
+
+def measure_durability(data, count: int) -> list[Figure]:
+    """`message_append` with durability "normal" (the default) and "full", in alternating blocks."""
+    from django.db import connection
+
+    from memory.conversations import message_append
+
+    messages = sample_messages(data, count, seed=17)
+    watches = {"normal": Stopwatch(), "full": Stopwatch()}
+    size = len(messages) // BLOCKS
+    configured = connection.settings_dict["OPTIONS"]["init_command"]
+    try:
+        for block in range(BLOCKS):
+            durability = ("normal", "full")[block % 2]
+            _use_durability(durability)
+            for message in messages[block * size:(block + 1) * size]:
+                with watches[durability]:
+                    message_append(**message)
+    finally:
+        connection.close()
+        connection.settings_dict["OPTIONS"]["init_command"] = configured
+    normal, full = (1000 / statistics.fmean(watches[d].wall) for d in ("normal", "full"))
+    return [
+        Figure('message ingest, `durability = "full"` (synchronous FULL)', f"{full:,.0f} msg/s", "", None,
+               f'"normal": {normal:,.0f} msg/s', f"{full / normal:.0%} of normal",
+               f"{len(watches['full'].wall):,} messages each, one transaction each, in {BLOCKS} alternating blocks; "
+               f"p50 / p95 {ms(watches['full'].p(0.5))} / {ms(watches['full'].p())} ms (normal "
+               f"{ms(watches['normal'].p(0.5))} / {ms(watches['normal'].p())} ms); the database on "
+               f"{_filesystem(data.db)}"),
     ]
 
 

@@ -25,12 +25,12 @@ from pathlib import Path
 
 from bench.common import SIZES, Figure, machine, markdown_table, memory_total, prepare_dataset, raw_connect
 
-FAMILIES = ("window", "prompt", "rebuild", "review", "diff", "ingest", "http", "throughput")
+FAMILIES = ("window", "prompt", "rebuild", "review", "diff", "ingest", "durability", "http", "throughput")
 COUNTS = {
-    "quick": {"window": 1000, "prompt": 300, "rebuild": 60, "review": 60, "diff": 5, "ingest": 4000, "http": 3000,
-              "throughput": 40},
+    "quick": {"window": 1000, "prompt": 300, "rebuild": 60, "review": 60, "diff": 5, "ingest": 4000,
+              "durability": 4000, "http": 3000, "throughput": 40},
     "full": {"window": 10000, "prompt": 2000, "rebuild": 200, "review": 150, "diff": 10, "ingest": 20000,
-             "http": 6000, "throughput": 200},
+             "durability": 10000, "http": 6000, "throughput": 200},
 }
 
 
@@ -51,6 +51,8 @@ def run_family(name: str, data, count: int, state: dict) -> list[Figure]:
         figures = ingest.measure_ingest(data, count)
         state["raw_rate"] = float(figures[0].raw.split()[0].replace(",", ""))
         return figures
+    if name == "durability":
+        return ingest.measure_durability(data, count)
     if name == "http":
         return http.measure_http(data, count, raw_rate=state.get("raw_rate"))
     return review.measure_throughput(data, count)

@@ -41,15 +41,14 @@ def _says_full(exc: BaseException) -> bool:
     return getattr(exc, "sqlstate", None) == PG_DISK_FULL
 
 
-def is_storage_full(exc: BaseException) -> bool:
+def is_storage_full(exc: BaseException | None) -> bool:
     """True when `exc`, or an error it was raised from or while handling, says the storage is full."""
     seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if _says_full(current):
+    while exc is not None and id(exc) not in seen:
+        if _says_full(exc):
             return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
     return False
 
 

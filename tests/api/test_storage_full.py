@@ -6,9 +6,7 @@ SQLSTATE 53100, as it would for a full disk)."""
 from __future__ import annotations
 
 import errno
-import pwd
 import sqlite3
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from django.db import OperationalError, connection
 from api.errors import status_of
 from memory.models import Conversation, Message
 from tests.api.conftest import error_of
+from tests.tmpfs import fill, mount_tmpfs, unmount
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.storage]
 
@@ -60,38 +59,25 @@ def _full_sqlite():
         free()
 
 
-def _mount(folder: Path, size: str, owner: str) -> None:
-    user = pwd.getpwnam(owner)
-    options = f"size={size},mode=0700,uid={user.pw_uid},gid={user.pw_gid}"
-    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], check=True)
-
-
-def _fill(folder: Path) -> Path:
-    filler = folder / "filler"
-    with open(filler, "wb", buffering=0) as fh:
-        try:
-            while True:
-                fh.write(b"\0" * 4096)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-    return filler
-
-
 def _full_postgres():
     folder = Path(tempfile.mkdtemp(prefix="fermix-tablespace-"))
-    _mount(folder, "512k", "postgres")  # the server writes there as its own user
+    try:
+        mount_tmpfs(folder, "512k", owner="postgres")  # the server writes there as its own user
+    except BaseException:
+        folder.rmdir()
+        raise
     table = Message._meta.db_table
     try:
         _query(f"CREATE TABLESPACE {TABLESPACE} LOCATION '{folder}'")
         # Empty on disk too (earlier tests' rolled-back rows leave pages an insert could reuse), then moved.
         _query(f'TRUNCATE "{table}" CASCADE')
         _query(f'ALTER TABLE "{table}" SET TABLESPACE {TABLESPACE}')
-        filler = _fill(folder)
+        filler = fill(folder)
         yield lambda: filler.unlink(missing_ok=True)
     finally:
         _query(f'ALTER TABLE "{table}" SET TABLESPACE pg_default')
         _query(f"DROP TABLESPACE IF EXISTS {TABLESPACE}")
-        subprocess.run(["umount", str(folder)], check=True)
+        unmount(folder)
         folder.rmdir()
 
 
@@ -107,6 +93,8 @@ def test_an_append_to_a_full_database_is_507_storage_full_and_stores_nothing(ope
     assert "full" in response.json()["error"]["message"]
     full_database()
     assert not Message.objects.exists() and not Conversation.objects.exists()  # nothing half-written
+    print(f"\n{connection.vendor}, database full: the append answered 507 storage_full; 0 messages and 0 "
+          "conversations stored")
 
 
 def test_reads_still_answer_while_the_database_is_full(operator, full_database):

@@ -23,6 +23,7 @@ from resources.models import ResourceRevision
 from tests.conftest import ROOT, process_env
 from tests.fakeprovider import Reply, error, garbage, provider_config_toml, tool_call, use_config
 from tests.memory_factories import fact
+from tests.tmpfs import fill, mount_tmpfs, unmount
 
 pytestmark = [pytest.mark.django_db, pytest.mark.storage]
 
@@ -31,19 +32,11 @@ ADD = json.dumps({"operations": [{"op": "add", "category": "preference", "key": 
 
 @pytest.fixture
 def tiny_disk(home):
-    """The agent's memory folder on a 16 KiB filesystem, nearly full."""
+    """The agent's memory folder on a 16 KiB filesystem, full."""
     folder = conf.memory_dir("main")
-    folder.mkdir(parents=True)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(folder)]).returncode != 0:
-        pytest.skip("this machine does not let the tests mount a small filesystem")
-    filler = folder / "filler"
-    try:
-        with open(filler, "wb") as fh:
-            fh.write(b"x" * (15 * 1024))
-    except OSError:
-        pass
-    yield folder, filler
-    subprocess.run(["umount", str(folder)], check=True)
+    mount_tmpfs(folder, "16k")
+    yield folder, fill(folder)
+    unmount(folder)
 
 
 def long_facts():

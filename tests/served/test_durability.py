@@ -29,3 +29,5 @@ def test_durability_full_is_in_force_and_acknowledged_appends_survive_a_crash(fe
     with server.client(key) as client:
         listed = client.get(MESSAGES, params={"limit": 100}).json()["messages"]
     assert [(m["id"], m["content"]) for m in listed] == [(id_, f"message {i}") for i, id_ in enumerate(acknowledged)]
+    print(f"\ndurability full (synchronous {durability['details']['synchronous']}): {len(acknowledged)} appends "
+          f"acknowledged, the stack killed with SIGKILL, {len(listed)} found after the restart")

@@ -4,46 +4,17 @@ that committed is never reported as failed when only its prompt files could not 
 
 from __future__ import annotations
 
-import errno
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.tmpfs import fill, mount_tmpfs, unmount
 
 pytestmark = [pytest.mark.slow, pytest.mark.live]
 
 CONV = "/api/v1/agents/main/conversations/telegram:7"
 BIG = "the disk fills up while this is being written " * 4000  # 184 KB: more than the WAL has spare
-
-
-def mount_tmpfs(folder: Path, size: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a {size} tmpfs here (mounting needs root): {mounted.stderr.strip()}")
-
-
-def unmount(folder: Path) -> None:
-    subprocess.run(["umount", str(folder)], check=True)
-
-
-def fill(folder: Path) -> Path:
-    """Write a file until the filesystem holding `folder` has no byte left."""
-    filler = folder / "filler"
-    with open(filler, "wb", buffering=0) as fh:
-        try:
-            while True:
-                fh.write(b"\0" * 65536)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-        try:
-            while True:
-                fh.write(b"\0" * 512)
-        except OSError:
-            pass
-    return filler
 
 
 @pytest.fixture
@@ -96,7 +67,11 @@ def test_a_full_disk_answers_507_and_healthz_503_until_space_returns(small_disk_
         after = client.post(CONV + "/messages", json={"role": "user", "content": BIG})
         assert after.status_code == 201
     # Exactly what was acknowledged, whole: no half of a refused message, nothing lost.
-    assert stored_messages(server.home) == [(first.json()["id"], "before the disk filled"), (after.json()["id"], BIG)]
+    stored = stored_messages(server.home)
+    assert stored == [(first.json()["id"], "before the disk filled"), (after.json()["id"], BIG)]
+    print(f"\nfull disk: 3 appends of {len(BIG):,} bytes answered 507; /healthz 503 with free_bytes 0; "
+          f"room again: /healthz 200 with {health.json()['storage']['free_bytes']:,} bytes free, the append 201; "
+          f"{len(stored)} messages stored = the 2 acknowledged, integrity_check ok")
 
 
 def test_every_write_on_a_full_disk_is_refused_whole_or_stored_and_said_so(small_disk_server):
@@ -126,6 +101,8 @@ def test_every_write_on_a_full_disk_is_refused_whole_or_stored_and_said_so(small
     if store.status_code == 200:
         assert store.json()["warnings"] == ["prompt_files_not_rebuilt"]  # no room for USER.md either
     assert login.status_code in (302, 507)  # the session is a database write too
+    print(f"\nfull disk: append {message.status_code}, memory_store {store.status_code}, console login "
+          f"{login.status_code}; {len(stored_messages(server.home))} messages and {len(memories)} rows stored")
 
 
 def test_a_committed_change_whose_prompt_files_cannot_be_written_answers_200_with_a_warning(small_disk_server):
@@ -153,3 +130,5 @@ def test_a_committed_change_whose_prompt_files_cannot_be_written_answers_200_wit
         assert archived.json()["warnings"] == [] and archived.json()["rendered_in"] == []
     # The next rebuild wrote what the earlier ones could not.
     assert (folder / "USER.md").read_text() == "## Identity\n- lives in Porto\n"
+    print(f"\nmemory folder full: 2 memory_store calls answered 200 with {stored.json()['warnings']}, both rows "
+          f"stored, no USER.md; room again: the archive answered 200 with no warning and USER.md holds the row")

@@ -1,0 +1,46 @@
+"""Small filesystems for storage-fault tests: a tmpfs mounted on a folder, and a file that fills it.
+
+Mounting needs root. Where it is refused the test is skipped, and the skip reason says so.
+"""
+
+from __future__ import annotations
+
+import errno
+import pwd
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def mount_tmpfs(folder: Path, size: str, *, owner: str | None = None) -> None:
+    """Mount a `size` tmpfs (`"48m"`, `"16k"`) on `folder`, owned by `owner` (default: the caller)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    options = f"size={size},mode=0700"
+    if owner is not None:
+        try:
+            user = pwd.getpwnam(owner)
+        except KeyError:
+            pytest.skip(f"no {owner} user on this machine to own the {size} tmpfs")
+        options += f",uid={user.pw_uid},gid={user.pw_gid}"
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a {size} tmpfs here (mounting needs root): {mounted.stderr.strip()}")
+
+
+def unmount(folder: Path) -> None:
+    subprocess.run(["umount", str(folder)], check=True)
+
+
+def fill(folder: Path) -> Path:
+    """Write `folder/filler` until the filesystem holding `folder` has no byte left; return its path."""
+    filler = folder / "filler"
+    with open(filler, "wb", buffering=0) as fh:
+        for chunk in (65536, 512):
+            try:
+                while True:
+                    fh.write(b"\0" * chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+    return filler
