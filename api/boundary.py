@@ -1,13 +1,16 @@
 """The edge of the API: what is checked before ninja sees a request, and what it may not answer raw.
 
 - A NUL character anywhere (path, query, JSON text) is a 400: PostgreSQL cannot store or compare it.
-- A JSON body must be an object (`400 body_not_object`): every endpoint's body is one.
+- A JSON body must be an object (`400 body_not_object`): every endpoint's body is one. `null` is read
+  as no body: where the body is optional that is fine, elsewhere the missing fields are a 422.
 - Content-Length is checked first: a value that is not a number is a 400, more than
   DATA_UPLOAD_MAX_MEMORY_SIZE (1 MiB) a 413, both before the key is looked up or the body read.
 - Bodies are parsed strictly: UTF-8 only, JSON only (no NaN or Infinity, which PostgreSQL's jsonb
   refuses), no lone surrogates (`"\ud800"` is valid JSON but cannot be stored as UTF-8), nested at
   most MAX_DEPTH deep (a deeply nested document would otherwise reach Python's recursion limit
   somewhere later and become a 500).
+- A query parameter the operation does not take is a 400 (`unknown_parameter`): `?limt=5` is a typo
+  to say, not a filter to drop silently. What an operation takes is what the OpenAPI document lists.
 - ninja's plain-text 405 and any path under /api/v1/ that names no endpoint answer JSON as well.
 """
 
@@ -80,6 +83,8 @@ class StrictJsonParser(Parser):
             raise ApiError(400, "too_deep", f"the JSON body is nested more than {MAX_DEPTH} levels deep") from None
         except ValueError as exc:
             raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {exc}") from None
+        if data is None:  # `null`: no body, as for an endpoint whose body is optional (its fields then say)
+            data = {}
         if not isinstance(data, dict):
             raise ApiError(400, "body_not_object", f"the JSON body must be an object ({{...}}), not {_kind(data)}")
         _check_tree(data)
@@ -87,8 +92,6 @@ class StrictJsonParser(Parser):
 
 
 def _kind(value) -> str:
-    if value is None:
-        return "null"
     return {bool: "a boolean", str: "a string", list: "an array"}.get(type(value), "a number")
 
 
@@ -111,12 +114,25 @@ def _body_problem(request):
     return None
 
 
-def guarded(view):
-    """Wrap one API view: headers checked first, a plain 405 turned into the JSON error."""
+def _query_problem(request, known_query):
+    known = known_query(request.method)
+    unknown = sorted(set(request.GET) - known) if known is not None else []
+    if not unknown:
+        return None
+    takes = ", ".join(sorted(known)) or "none"
+    return error_response(400, "unknown_parameter", f"this endpoint takes no query parameter {unknown[0]!r} "
+                                                    f"(it takes: {takes})")
+
+
+def guarded(view, known_query=lambda method: None):
+    """Wrap one API view: URL, query and headers checked first, a plain 405 turned into the JSON error.
+
+    `known_query(method)` names the query parameters the operation takes (None: not checked).
+    """
 
     @functools.wraps(view)
     def wrapped(request, *args, **kwargs):
-        problem = _url_problem(request) or _body_problem(request)
+        problem = _url_problem(request) or _query_problem(request, known_query) or _body_problem(request)
         if problem is not None:
             return problem
         response = view(request, *args, **kwargs)

@@ -10,9 +10,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import AfterValidator, StrictInt
+from pydantic import AfterValidator, BeforeValidator, Strict
 
-from fermix_site.conf import valid_id
+from fermix_site.conf import ID_PATTERN, valid_id
+from memory.conversations import KEY_PATTERN
+from memory.transcripts import DEVICE_PATTERN
 
 
 def _ident(value: str) -> str:
@@ -21,16 +23,41 @@ def _ident(value: str) -> str:
     return value
 
 
-Ident = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]{1,64}$"),
+# The patterns are shown in the document; the services check them (with their own error codes).
+Ident = Annotated[str, Field(min_length=1, max_length=64, json_schema_extra={"pattern": ID_PATTERN}),
                   AfterValidator(_ident)]
+# What Python's str.strip() removes, as a class both Python and the document's regular expressions read alike.
+_SPACE = "\\t-\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+NOT_BLANK = f"[^{_SPACE}]"  # a text with something in it once stripped
+BLANK = f"^[{_SPACE}]*$"
+ScopeText = Annotated[str, Field(max_length=600, json_schema_extra={
+    "pattern": "^(?:global|" + KEY_PATTERN.strip("^$") + ")$",
+    "description": "`global` for the prompt files, a conversation key for checkpoints"})]
+ConversationText = Annotated[str, Field(max_length=600, json_schema_extra={
+    "pattern": KEY_PATTERN, "description": "conversation key `<channel>:<chat_id>[:<thread_scope>]`"})]
 Trust = Annotated[Literal["operator", "guest"], Field(
     description="who is speaking: `guest` (the default: anyone but the owner) or `operator` (the owner). A channel "
                 "key may send `operator` only if it was created with `apikey_create --may-assert-operator` "
                 "(else 403 `trust_not_allowed`); with guest trust the memory tools touch only this conversation")]
 Text = Annotated[str, Field(max_length=512 * 1024)]
 MAX_INT = 2**31 - 1  # every integer column is at least this wide on SQLite and PostgreSQL
-# Body integers are JSON numbers: `true` is not 1 (pydantic would take it), nor is "5".
-Tokens = Annotated[StrictInt, Field(ge=1, le=1_000_000_000)]
+
+
+def _json_integer(value):
+    # JSON Schema's integer: 5 and 5.0, never `true` (pydantic would take it as 1) nor "5".
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def json_int(lo: int, hi: int):
+    """A JSON integer (see _json_integer) from lo to hi. The bounds come first, in the type itself, so that
+    the document shows them as minimum and maximum, `json_int(…) | None` included (pydantic writes them
+    raw in any other order)."""
+    return Annotated[int, Field(ge=lo, le=hi), Strict(), BeforeValidator(_json_integer)]
+
+
+Tokens = json_int(1, 1_000_000_000)
 
 
 class Error(Schema):
@@ -88,7 +115,7 @@ class WindowOut(Schema):
 class CommitIn(Schema):
     owner_id: Ident | None = None
     trust: Trust = "guest"
-    peak_prompt_tokens: StrictInt | None = Field(..., ge=0, le=1_000_000_000,
+    peak_prompt_tokens: json_int(0, 1_000_000_000) | None = Field(...,
                                            description="the turn's largest provider-reported prompt tokens; "
                                                        "null when the provider gave none")
     context_window: Tokens | None = Field(None, description="the model's context window in tokens "
@@ -176,7 +203,7 @@ class PromptOut(Schema):
 
 
 class ToolIn(Schema):
-    conversation: str = Field(..., max_length=600, description="conversation key, e.g. `telegram:12345`")
+    conversation: ConversationText = Field(..., examples=["telegram:12345"])
     owner_id: Ident | None = None
     trust: Trust = "guest"
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -221,7 +248,7 @@ class MemoryChangeOut(Schema):
 
 
 class ReviewIn(Schema):
-    conversation: str | None = Field(None, max_length=600)
+    conversation: ConversationText | None = None
     owner_id: Ident | None = None
 
 
@@ -271,10 +298,10 @@ class MemorySourcesOut(Schema):
 
 
 class TranscriptIn(Schema):
-    device_id: str = Field(..., max_length=200)
+    device_id: str = Field(..., max_length=200, json_schema_extra={"pattern": DEVICE_PATTERN})
     owner_id: Ident | None = None
     role: Literal["user", "assistant"]
-    text: Text
+    text: Text = Field(..., json_schema_extra={"pattern": NOT_BLANK}, description="the final text (not blank)")
 
 
 class TranscriptOut(Schema):
@@ -330,7 +357,7 @@ class DiffOut(Schema):
 
 
 class RollbackIn(Schema):
-    revision: StrictInt = Field(..., ge=1, le=MAX_INT)
+    revision: json_int(1, MAX_INT)
 
 
 class RollbackOut(Schema):
@@ -343,9 +370,19 @@ class RollbackOut(Schema):
 
 
 class SoulProposalIn(Schema):
+    # Which fields a mode needs, in the document too: suggest an instruction, review none, revert a revision.
+    model_config = {"json_schema_extra": {"allOf": [
+        {"if": {"properties": {"mode": {"const": "suggest"}}},
+         "then": {"required": ["instruction"], "properties": {"instruction": {"pattern": NOT_BLANK}}}},
+        {"if": {"properties": {"mode": {"const": "review"}}},
+         "then": {"properties": {"instruction": {"pattern": BLANK}}}},
+        {"if": {"properties": {"mode": {"const": "revert"}}},
+         "then": {"required": ["revision"], "properties": {"revision": {"type": "integer"}}}},
+    ]}}
+
     mode: Literal["review", "suggest", "revert", "reset"]
     instruction: str = Field("", max_length=4000)
-    revision: StrictInt | None = Field(None, ge=1, le=MAX_INT, description="revert: the SOUL.md revision to restore")
+    revision: json_int(1, MAX_INT) | None = Field(None, description="revert: the SOUL.md revision to restore")
     trust: Trust = "guest"
 
 

@@ -8,16 +8,20 @@ error, ninja's own included, is `{"error": {"code", "message"}}` (see `api.error
 
 from __future__ import annotations
 
+import functools
+import re
+
 from django.urls import URLPattern, re_path
 from ninja import NinjaAPI
 
 from api import boundary, errors
 from api.auth import ApiKeyAuth
 from api.routes import conversations, jobs, memories, resources
-from fermix_site.conf import ID_RE
-from memory.conversations import CHANNEL_RE, PART_RE
+from fermix_site.conf import ID_PATTERN
+from memory.conversations import KEY_PATTERN
 from resources.models import ResourceType
 
+ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")  # Django's `<int:job_id>` is the document's `{job_id}`
 COMMON_ERRORS = {
     "400": "Invalid input (the message says which)",
     "401": "Missing, unknown or revoked API key",
@@ -39,11 +43,10 @@ MODEL_ERRORS = {
 }
 STORAGE_ERRORS = {"507": "The disk or the database is full; nothing was written"}
 MODEL_PATHS = ("/turns", "/compact", "/preflight", "/review", "/soul/proposals", "/run")
-PART = PART_RE.pattern.strip("^$").replace("{1,256}", "+")
 # The formats the server checks, said in the document so that a client (or a fuzzer) knows them.
 PATH_PARAMETERS = {
-    "agent": {"type": "string", "pattern": ID_RE.pattern, "example": "main"},
-    "conv": {"type": "string", "pattern": f"^{CHANNEL_RE.pattern.strip('^$')}:{PART}(:{PART})?$",
+    "agent": {"type": "string", "pattern": ID_PATTERN, "example": "main"},
+    "conv": {"type": "string", "pattern": KEY_PATTERN,
              "example": "telegram:12345", "description": "conversation key `<channel>:<chat_id>[:<thread_scope>]`"},
     "resource_type": {"type": "string", "enum": list(ResourceType.values), "example": "user_md"},
 }
@@ -54,12 +57,25 @@ class FermixAPI(NinjaAPI):
         urls = []
         for pattern in super()._get_urls():
             if isinstance(pattern, URLPattern):
-                pattern = URLPattern(pattern.pattern, boundary.guarded(pattern.callback), pattern.default_args,
+                path = "/" + ROUTE_PARAMETER.sub(r"{\1}", str(pattern.pattern))
+                known = functools.partial(self.query_parameters_of, path)
+                pattern = URLPattern(pattern.pattern, boundary.guarded(pattern.callback, known), pattern.default_args,
                                      pattern.name)
             urls.append(pattern)
         # Anything else under /api/v1/ is an unknown endpoint: JSON, not Django's HTML 404 page.
         urls.append(re_path(r"^.*$", boundary.unknown_route))
         return urls
+
+    @functools.cached_property
+    def _query_parameters(self) -> dict[tuple[str, str], frozenset[str]]:
+        schema = self.get_openapi_schema(path_prefix="")
+        return {(path, method.upper()): frozenset(p["name"] for p in operation.get("parameters", [])
+                                                  if p["in"] == "query")
+                for path, operations in schema["paths"].items() for method, operation in operations.items()}
+
+    def query_parameters_of(self, path: str, method: str) -> frozenset[str] | None:
+        """The query parameters the document lists for an operation; None for what it does not list."""
+        return self._query_parameters.get((path, method))
 
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
         """ninja's document, plus the one error shape on every operation."""

@@ -21,7 +21,9 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+# Written so that Python and the OpenAPI document's (JavaScript) regular expressions read it the same.
+ID_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,64}$"
+ID_RE = re.compile(ID_PATTERN)
 INFINITY = "infinity"
 
 
@@ -31,7 +33,7 @@ class ConfigError(ImproperlyConfigured):
 
 def valid_id(value: str) -> bool:
     """Agent and owner ids become path parts: a strict charset, never `.` or `..`."""
-    return isinstance(value, str) and bool(ID_RE.fullmatch(value)) and value not in {".", ".."}
+    return isinstance(value, str) and bool(ID_RE.fullmatch(value))
 
 
 @dataclass(frozen=True)

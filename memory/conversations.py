@@ -32,9 +32,12 @@ KINDS = {"chat", "voice_turn", "checkpoint", "notice", "tool"}
 ROLES, TRUSTS = frozenset(Role.values), frozenset(Trust.values)
 MAX_CONTENT_BYTES = 512 * 1024
 
-CHANNEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-# \x85 and \ufeff are named because Python's \s and JavaScript's (the OpenAPI document's) differ on them.
-PART_RE = re.compile(r"^[^\s:/\\\x00-\x1f\x7f\x85\ufeff]{1,256}$")
+# A chat id or thread: no ':', '/', '\\', white space or control character, not '.' or '..'. Written so that
+# Python and the OpenAPI document's (JavaScript) regular expressions read it the same: \x85 and \ufeff
+# are named because the two \s differ on them.
+_PART = r"(?!\.\.?(?::|$))[^\s:/\\\x00-\x1f\x7f\x85\ufeff]{1,256}"
+KEY_PATTERN = rf"^[A-Za-z0-9_.-]{{1,64}}:{_PART}(?::{_PART})?$"
+KEY_RE = re.compile(KEY_PATTERN)
 
 _window_cache = generations.local_cache(max_entries=4096)
 
@@ -68,20 +71,14 @@ class ConversationKey:
         """`telegram:12345` is `telegram:12345:root`; parts may not hold `:`, `/`, `\\` or spaces."""
         if isinstance(text, ConversationKey):
             return text
-        parts = text.split(":") if isinstance(text, str) else []
-        if len(parts) == 2:
-            parts.append("root")
-        if (
-            len(parts) != 3
-            or not CHANNEL_RE.fullmatch(parts[0])
-            or not all(PART_RE.fullmatch(p) and p not in {".", ".."} for p in parts[1:])
-        ):
+        if not isinstance(text, str) or not KEY_RE.fullmatch(text):
             raise ConversationError(
                 "invalid_conversation",
                 f"conversation key {text!r} is invalid: use <channel>:<chat_id>[:<thread_scope>] "
                 "(channel of A-Z a-z 0-9 _ . -; no ':', '/', '\\', spaces, '.' or '..' as parts)",
             )
-        return cls(*parts)
+        parts = text.split(":")
+        return cls(*parts, *(["root"] if len(parts) == 2 else []))
 
     def filter(self) -> dict:
         return {"channel": self.channel, "chat_id": self.chat_id, "thread_scope": self.thread_scope}

@@ -8,12 +8,13 @@ from fermix_site.conf import conf
 from memory.conversations import ConversationError, ConversationKey, message_append
 from memory.models import Message, Role, Trust
 
-DEVICE_RE = re.compile(r"^[A-Za-z0-9_.@+=-]{1,200}$")
+DEVICE_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9_.@+=-]{1,200}$"  # read the same by Python and the OpenAPI document
+DEVICE_RE = re.compile(DEVICE_PATTERN)
 
 
 def realtime_conversation(device_id: str) -> ConversationKey:
     """Each device has its own realtime conversation: `realtime:<device_id>:root`."""
-    if not isinstance(device_id, str) or not DEVICE_RE.fullmatch(device_id) or device_id in {".", ".."}:
+    if not isinstance(device_id, str) or not DEVICE_RE.fullmatch(device_id):
         raise ConversationError("invalid_device", "device_id must be 1-200 of A-Z a-z 0-9 _ . @ + = - "
                                                   "(not '.' or '..')")
     return ConversationKey("realtime", device_id, "root")

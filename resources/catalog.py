@@ -6,7 +6,14 @@ import hashlib
 import json
 
 from fermix_site.conf import valid_id
-from resources.errors import InvalidAgent, InvalidContent, InvalidMutationSource, InvalidScope, UnknownType
+from resources.errors import (
+    InvalidAgent,
+    InvalidContent,
+    InvalidMutationSource,
+    InvalidScope,
+    UnknownScope,
+    UnknownType,
+)
 from resources.models import GLOBAL_SCOPE, MutationSource, ResourceType
 
 T = ResourceType
@@ -75,10 +82,10 @@ def check_scope(resource_type: str, scope_id: str | None) -> str:
     """The stored scope: "global" for files, the full conversation key for checkpoints."""
     if resource_type != T.CHECKPOINT:
         if scope_id not in (None, "", GLOBAL_SCOPE):
-            raise InvalidScope(f"{resource_type} has a single global scope; --scope is for checkpoint only")
+            raise UnknownScope(f"{resource_type} has a single global scope; --scope is for checkpoint only")
         return GLOBAL_SCOPE
     if not scope_id or scope_id == GLOBAL_SCOPE:
-        raise InvalidScope("checkpoint resources are per conversation: give the conversation key "
+        raise UnknownScope("checkpoint resources are per conversation: give the conversation key "
                            "(for example --scope telegram:123456789)")
     if ":" not in scope_id or any(ch.isspace() for ch in scope_id) or len(scope_id) > 600:
         raise InvalidScope(f"{scope_id!r} is not a conversation key <channel>:<chat_id>[:<thread_scope>]")

@@ -31,6 +31,13 @@ class InvalidScope(ResourceError):
     code = "invalid_scope"
 
 
+class UnknownScope(InvalidScope):
+    """A well-formed scope that the type does not have: no resource can be there."""
+
+    code = "unknown_scope"
+    http_status = 404
+
+
 class InvalidMutationSource(ResourceError):
     code = "invalid_mutation_source"
 
@@ -75,6 +82,13 @@ class UnknownProposal(ResourceError):
 
 class UnsupportedMode(ResourceError):
     code = "unsupported_mode"
+
+
+class NothingToReview(UnsupportedMode):
+    """A review asked of an empty SOUL.md: the request is fine, the file's state is what refuses it."""
+
+    code = "nothing_to_review"
+    http_status = 409
 
 
 class NoChange(ResourceError):

@@ -31,6 +31,7 @@ from resources.errors import (
     InvalidContent,
     ModelUnavailable,
     NoChange,
+    NothingToReview,
     UnsupportedMode,
     UnusableDraft,
 )
@@ -275,7 +276,7 @@ def _check_current(mode: str, current: str) -> None:
         raise InvalidContent(f"SOUL.md is {_size(current)} bytes; drafting handles at most {MAX_SOUL_BYTES} "
                              "bytes. Shorten it by hand first.")
     if mode == Mode.REVIEW and not current.strip():
-        raise UnsupportedMode("SOUL.md is empty or missing, so there is nothing to review; use reset or "
+        raise NothingToReview("SOUL.md is empty or missing, so there is nothing to review; use reset or "
                               'suggest "…"')
 
 

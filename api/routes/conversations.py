@@ -112,7 +112,7 @@ def turn(request, agent: str, conv: str, payload: s.TurnIn, idempotency_key: ide
 
 
 class PromptQuery(Schema):
-    conversation: str | None = QField(None, max_length=600)
+    conversation: s.ConversationText | None = None
     owner_id: s.Ident | None = None
     realtime: bool = False
 
@@ -123,7 +123,7 @@ def prompt(request, agent: str, query: Query[PromptQuery]):
 
     USER.md and MEMORY.md render the agent's owner's rows (`owner_id` in the answer), whoever asks.
     """
-    if query.conversation:
+    if query.conversation is not None:
         key = _key(query.conversation)
         composed, history = prompt_for(agent_id=agent, conversation=key, realtime=query.realtime)
     else:

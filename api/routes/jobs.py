@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from django.db import transaction
 from django_q.tasks import async_task
 from ninja import Field, Query, Router, Schema, Status
-from pydantic import StrictBool, StrictInt
+from pydantic import StrictBool
 
 from api import schemas as s
 from jobs import selectors, services
@@ -25,7 +25,7 @@ class JobIn(Schema):
     prompt: Prompt
     schedule_type: Schedule
     run_at: datetime | None = Field(None, description="once: when to run (ISO 8601 with a time zone)")
-    interval_seconds: StrictInt | None = Field(None, ge=60, le=s.MAX_INT,
+    interval_seconds: s.json_int(60, s.MAX_INT) | None = Field(None,
                                          description="interval: a whole number of minutes, in seconds")
     cron: str | None = Field(None, max_length=100, description="cron: five fields, UTC")
     owner_id: s.Ident | None = None
@@ -38,7 +38,7 @@ class JobPatch(Schema):
     prompt: Prompt | None = None
     schedule_type: Schedule | None = None
     run_at: datetime | None = None
-    interval_seconds: StrictInt | None = Field(None, ge=60, le=s.MAX_INT)
+    interval_seconds: s.json_int(60, s.MAX_INT) | None = None
     cron: str | None = Field(None, max_length=100)
     enabled: StrictBool | None = None
     silent_marker: str | None = Field(None, max_length=100)

@@ -109,12 +109,12 @@ def restore(request, memory_id: int):
 def review(request, agent: str, payload: s.ReviewIn):
     """`memory_review --now` (operator key): review now, past the interval gates; same JSON."""
     request.auth.require_operator("a memory review")
-    conversation = str(ConversationKey.parse(payload.conversation)) if payload.conversation else None
+    conversation = str(ConversationKey.parse(payload.conversation)) if payload.conversation is not None else None
     return review_now(agent_id=agent, conversation=conversation, owner_id=payload.owner_id)
 
 
 class ReviewRunQuery(Schema):
-    conversation: str | None = Field(None, max_length=600)
+    conversation: s.ConversationText | None = None
     limit: int = Field(50, ge=1, le=500)
 
 
@@ -122,7 +122,7 @@ class ReviewRunQuery(Schema):
 def review_runs(request, agent: str, query: Query[ReviewRunQuery]):
     """Review runs newest first, with their outcome: the ids to undo one with."""
     runs = ReviewRun.objects.filter(agent_id=agent).order_by("-started_at", "-id")
-    if query.conversation:
+    if query.conversation is not None:
         runs = runs.filter(conversation_key=str(ConversationKey.parse(query.conversation)))
     return {"runs": [{"id": r.id, "conversation": r.conversation_key, "owner_id": r.owner_id, "trigger": r.trigger,
                       "status": r.status, "reason": r.reason, "ops_added": r.ops_added, "ops_replaced": r.ops_replaced,

@@ -36,7 +36,7 @@ def resources(request, agent: str):
 
 
 class HistoryQuery(Schema):
-    scope: str | None = Field(None, max_length=600, description="checkpoint: the conversation key")
+    scope: s.ScopeText | None = None
     limit: int | None = Field(None, ge=1, le=1000)
 
 
@@ -50,7 +50,7 @@ def revisions(request, agent: str, resource_type: str, query: Query[HistoryQuery
 
 
 class ScopeQuery(Schema):
-    scope: str | None = Field(None, max_length=600)
+    scope: s.ScopeText | None = None
 
 
 @router.get(RESOURCE + "/revisions/{revision}", response=s.RevisionContentOut)
@@ -65,7 +65,7 @@ class DiffQuery(Schema):
     a: int = Field(..., ge=1, le=s.MAX_INT)
     b: int = Field(..., ge=1, le=s.MAX_INT)
     context: int = Field(3, ge=0, le=1000)
-    scope: str | None = Field(None, max_length=600)
+    scope: s.ScopeText | None = None
 
 
 @router.get(RESOURCE + "/diff", response=s.DiffOut)

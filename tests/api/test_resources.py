@@ -52,7 +52,7 @@ def test_history_revision_and_diff(seeded, bot):
     diff = bot.get("/agents/main/resources/user_md/diff", a=1, b=2, context=0).json()["diff"]
     assert "-- lives in Lisbon\n" in diff and "+- lives in Porto\n" in diff
     assert error_of(bot.get("/agents/main/resources/user_md/revisions/9")) == (404, "unknown_revision")
-    assert error_of(bot.get("/agents/main/resources/user_md/revisions", scope="telegram:1")) == (400, "invalid_scope")
+    assert error_of(bot.get("/agents/main/resources/user_md/revisions", scope="telegram:1")) == (404, "unknown_scope")
 
 
 def test_rollback_writes_a_new_revision_and_the_file(seeded, operator):
