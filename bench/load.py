@@ -63,6 +63,7 @@ class Stack:
         self.env.pop("DATABASE_URL", None)
         self.env.pop("REDIS_URL", None)
         self._manage("migrate", "-v0")
+        self._manage("fermix_setup", "--noinput")  # as `make run` does: the bootstrap files are prompt files too
         self.key = self._new_key("load", "operator")
         self.channel_key = self._new_key("group-bot", "channel")
         self.server = subprocess.Popen(
