@@ -137,6 +137,20 @@ def _client(stack, key: str, timeout: float = 30) -> httpx.Client:
                         timeout=timeout)
 
 
+def _rounds(deadline: float):
+    """At most MAX_OPS_PER_BOT rounds of a bot, until the deadline."""
+    for _ in range(MAX_OPS_PER_BOT):
+        if time.monotonic() > deadline:
+            return
+        yield
+
+
+def _answered(report: Report, response) -> None:
+    if response is not None and response.status_code == 200:
+        with report.lock:
+            report.turns_answered += 1
+
+
 def _acknowledge(report: Report, response, content: str) -> None:
     if response is not None and response.status_code == 201:
         with report.lock:
@@ -163,9 +177,7 @@ def _append(client, report, rng, prefix: str, kind: str, trust: str | None) -> N
 def owner_bot(stack, report, deadline, seed, conversations):
     rng = random.Random(seed)
     with _client(stack, stack.key, timeout=60) as client:
-        for _ in range(MAX_OPS_PER_BOT):
-            if time.monotonic() > deadline:
-                return
+        for _ in _rounds(deadline):
             prefix = f"/agents/{AGENT}/conversations/{rng.choice(conversations)}"
             roll = rng.random()
             if roll < 0.75:
@@ -176,19 +188,14 @@ def owner_bot(stack, report, deadline, seed, conversations):
                      json={"peak_prompt_tokens": peak, "context_window": CONTEXT_WINDOW, "trust": "operator"})
             else:
                 content = f"soak{uuid.uuid4().hex} what do you remember about item {rng.randrange(1000)}?"
-                response = call(client, report, "turn", "POST", prefix + "/turns",
-                                json={"content": content, "trust": "operator", "context_window": CONTEXT_WINDOW})
-                if response is not None and response.status_code == 200:
-                    with report.lock:
-                        report.turns_answered += 1
+                _answered(report, call(client, report, "turn", "POST", prefix + "/turns", json={
+                    "content": content, "trust": "operator", "context_window": CONTEXT_WINDOW}))
 
 
 def operator(stack, report, deadline, seed, conversations):
     rng = random.Random(seed)
     with _client(stack, stack.key, timeout=120) as client:
-        for _ in range(MAX_OPS_PER_BOT):
-            if time.monotonic() > deadline:
-                return
+        for _ in _rounds(deadline):
             roll = rng.random()
             if roll < 0.4:
                 call(client, report, "review", "POST", f"/agents/{AGENT}/review",
@@ -272,9 +279,7 @@ def guest_bot(stack, report, deadline, seed, conversations):
     """A channel bot in group chats: its speakers are guests (the default trust)."""
     rng = random.Random(seed)
     with _client(stack, stack.channel_key, timeout=60) as client:
-        for _ in range(MAX_OPS_PER_BOT):
-            if time.monotonic() > deadline:
-                return
+        for _ in _rounds(deadline):
             conv = f"guest:{rng.choice(conversations).split(':')[1]}:root"
             roll = rng.random()
             if roll < 0.4:
@@ -291,16 +296,10 @@ def slow_bot(stack, report, deadline, seed, conversations):
     """Turns against a model that answers after SLOW_MODEL_S: a real model on a busy day."""
     rng = random.Random(seed)
     with _client(stack, stack.key, timeout=60) as client:
-        for _ in range(MAX_OPS_PER_BOT):
-            if time.monotonic() > deadline:
-                return
+        for _ in _rounds(deadline):
             prefix = f"/agents/{AGENT}/conversations/slow:{rng.randrange(3)}"
-            response = call(client, report, "turn_slow", "POST", prefix + "/turns",
-                            json={"content": f"{SLOW_MARK} please think about item {rng.randrange(1000)}",
-                                  "trust": "operator"})
-            if response is not None and response.status_code == 200:
-                with report.lock:
-                    report.turns_answered += 1
+            _answered(report, call(client, report, "turn_slow", "POST", prefix + "/turns", json={
+                "content": f"{SLOW_MARK} please think about item {rng.randrange(1000)}", "trust": "operator"}))
 
 
 def health_probe(stack, report, deadline, seed, conversations):
