@@ -142,9 +142,11 @@ def _review_range_first(agent_id: str, key: ConversationKey, upto_id: int) -> No
         result = review_conversation(agent_id=agent_id, conversation=key, force=True, trigger="compaction",
                                      upto_id=upto_id)
         if result["status"] in ("failed", "skipped"):
-            # The messages are kept and stay reviewable: a later review still reads them by id.
-            logger.warning("review before compaction of %s/%s: %s %s", agent_id, key, result["status"],
-                           result["reason"])
+            # The messages are kept and stay reviewable: a later review still reads them by id. A skip
+            # is a review of this conversation already running elsewhere: an expected race.
+            level = logging.WARNING if result["status"] == "failed" else logging.INFO
+            logger.log(level, "review before compaction of %s/%s: %s %s", agent_id, key, result["status"],
+                       result["reason"])
             return
 
 

@@ -4,15 +4,17 @@ import json
 import logging
 import subprocess
 import sys
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 from django_q.models import OrmQ
 
 from fermix_site.conf import conf
 from memory.compactor import NOTICE, CompactionError, compact, compact_now, compaction_preflight, over_threshold
 from memory.conversations import message_append, window_clear, window_read
-from memory.models import Conversation, Memory, Message, ReviewRun
+from memory.models import Conversation, Memory, Message, ReviewRun, ReviewState
 from memory.tasks import compact_conversation_task
 from memory.tools import ToolContext, run_tool
 from memory.turns import turn_commit
@@ -188,6 +190,17 @@ def test_a_compaction_whose_window_moved_meanwhile_is_an_info_line_not_a_failure
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert Conversation.objects.get().compaction_failed_at is None  # a race is not backed off
     assert not Message.objects.filter(kind="checkpoint").exists()
+
+
+def test_a_review_already_running_before_a_compaction_is_an_info_line(model, caplog):
+    model.responder = answer_by_tag()
+    fill(8)
+    ReviewState.objects.create(agent_id="main", conversation_key="telegram:1:root", claimed_by="another-worker",
+                               claim_expires_at=timezone.now() + timedelta(minutes=5), status="running")
+    with caplog.at_level(logging.INFO):
+        assert compact(agent_id="main", conversation=CONV, reason="test")["compacted"]
+    skipped = [r for r in caplog.records if "review before compaction" in r.getMessage()]
+    assert [(r.levelname, r.getMessage().split(": ")[1]) for r in skipped] == [("INFO", "skipped already_running")]
 
 
 def test_the_compact_command_and_clear(model):
