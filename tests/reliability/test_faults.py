@@ -104,7 +104,7 @@ def test_archive_restore_and_undo_on_a_full_disk_answer_200_with_a_warning(tiny_
 
 
 def test_a_turn_whose_tool_call_cannot_rebuild_the_files_says_so(tiny_disk, client, fake_provider):
-    key = apikey_create(name="bot", role="channel")[1]
+    key = apikey_create(name="bot", role="channel", may_assert_operator=True)[1]
     bootstrap_seed(agent_id="main")
     long_facts()
     with use_config(provider_config_toml(fake_provider)):
