@@ -101,3 +101,21 @@ def test_booleans_are_booleans(server):
             answer = client.post("/api/v1/agents/main/jobs", json={**job, "enabled": wrong})
             assert (answer.status_code, answer.json()["error"]["code"]) == (422, "invalid_input"), wrong
         assert client.post("/api/v1/agents/main/jobs", json={**job, "enabled": False}).status_code == 201
+
+
+def test_a_query_parameter_the_operation_does_not_take_is_400(server):
+    with server.client(server.operator) as client:
+        typo = client.get(APPEND, params={"limt": 5})
+        fine = client.get(APPEND, params={"limit": 5})
+    assert (typo.status_code, typo.json()["error"]["code"]) == (400, "unknown_parameter")
+    assert "limit" in typo.json()["error"]["message"] and fine.status_code == 200
+
+
+def test_integers_are_json_integers(server):
+    commit = "/api/v1/agents/main/conversations/telegram:1/commit"
+    with server.client(server.operator) as client:
+        as_float = client.post(commit, json={"peak_prompt_tokens": 120.0})
+        as_bool = client.post(commit, json={"peak_prompt_tokens": True})
+        as_text = client.post(commit, json={"peak_prompt_tokens": "120"})
+    assert as_float.status_code == 200
+    assert [r.status_code for r in (as_bool, as_text)] == [422, 422]
