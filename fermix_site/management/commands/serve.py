@@ -14,11 +14,15 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from fermix_site.conf import conf
+from fermix_site.serving import READ_TIMEOUT
 from fermix_site.settings import BASE_DIR, RUN_DIR
 
 # The worker timeout is only for a worker that stops answering its master; it must outlast the longest
 # request, a turn, so that a turn that spends its whole budget answers 504 instead of being killed.
 WORKER_TIMEOUT_MARGIN_S = 30
+# A stop lets each request already being read finish or time out (a client that went silent half way
+# holds its thread READ_TIMEOUT seconds) before a worker is killed.
+GRACEFUL_S = int(READ_TIMEOUT) + 5
 
 
 class Command(BaseCommand):
@@ -40,7 +44,8 @@ class Command(BaseCommand):
         web = [sys.executable, "-m", "gunicorn", "fermix_site.wsgi:application", "--bind", address,
                "--worker-class", "fermix_site.serving.ThreadWorker", "--workers", str(options["web_workers"]),
                "--threads", str(options["web_threads"]),
-               "--timeout", str(conf.timeouts.turn_ms // 1000 + WORKER_TIMEOUT_MARGIN_S), "--graceful-timeout", "10",
+               "--timeout", str(conf.timeouts.turn_ms // 1000 + WORKER_TIMEOUT_MARGIN_S),
+               "--graceful-timeout", str(GRACEFUL_S),
                "--control-socket", str(run / "gunicorn.ctl"), "--worker-tmp-dir", str(run),
                "--access-logfile", "-"]
         cluster = [sys.executable, str(BASE_DIR / "manage.py"), "qcluster"]
@@ -65,7 +70,7 @@ class Command(BaseCommand):
             for child in children:
                 if child.poll() is None:
                     child.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + 15
+            deadline = time.monotonic() + GRACEFUL_S + 5  # the web server's own graceful stop first
             for child in children:
                 try:
                     child.wait(timeout=max(0.1, deadline - time.monotonic()))
