@@ -173,3 +173,12 @@ def fermix_server(tmp_path):
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """One started LiveServer for a whole test module, with an operator key as `.operator`."""
+    server = LiveServer(tmp_path_factory.mktemp("served") / "home").start()
+    server.operator = server.key("ops", "operator")
+    yield server
+    server.stop()

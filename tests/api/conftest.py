@@ -8,6 +8,9 @@ import json
 import pytest
 
 from api.services import apikey_create
+from resources.bootstrap import bootstrap_seed
+from tests.api.model_script import Script
+from tests.fakeprovider import provider_config_toml, use_config
 
 BASE = "/api/v1"
 
@@ -85,3 +88,13 @@ def error_of(response) -> tuple[int, str]:
     assert set(body) == {"error"}, body
     assert body["error"]["message"], body
     return response.status_code, body["error"]["code"]
+
+
+@pytest.fixture
+def script(home, fake_provider):
+    """A scripted model (tests.api.model_script) behind the provider chain, SOUL.md and the rest seeded."""
+    bootstrap_seed(agent_id="main")
+    script = Script()
+    fake_provider.responder = script
+    with use_config(provider_config_toml(fake_provider, context_window=8192)):
+        yield script

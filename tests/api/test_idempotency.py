@@ -12,10 +12,8 @@ from django.utils import timezone
 from api import idempotency
 from api.models import ApiKey, IdempotencyRecord
 from memory.models import Message
-from resources.bootstrap import bootstrap_seed
 from tests.api.conftest import BASE, error_of
-from tests.api.model_script import Script
-from tests.fakeprovider import Reply, error, provider_config_toml, use_config
+from tests.fakeprovider import Reply, error
 
 pytestmark = pytest.mark.django_db
 
@@ -44,15 +42,6 @@ class Bot:
 @pytest.fixture
 def bot(client, keys):
     return Bot(client, keys["channel"])
-
-
-@pytest.fixture
-def script(home, fake_provider):
-    bootstrap_seed(agent_id="main")
-    script = Script()
-    fake_provider.responder = script
-    with use_config(provider_config_toml(fake_provider, context_window=8192)):
-        yield script
 
 
 def stored(role="user"):

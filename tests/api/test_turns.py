@@ -10,23 +10,12 @@ from memory.models import Conversation, Memory
 from memory.prompt_files import prompt_files_rebuild
 from memory.rows import memory_upsert
 from memory.turn_runner import MAX_TOOL_ROUNDS, TOOL_LIMIT_REPLY
-from resources.bootstrap import bootstrap_seed
 from tests.api.conftest import error_of
-from tests.api.model_script import Script
-from tests.fakeprovider import Reply, error, provider_config_toml, tool_call, use_config
+from tests.fakeprovider import Reply, error, tool_call, use_config
 
 pytestmark = pytest.mark.django_db
 
 CONV = "/agents/main/conversations/telegram:42"
-
-
-@pytest.fixture
-def script(home, fake_provider):
-    bootstrap_seed(agent_id="main")
-    script = Script()
-    fake_provider.responder = script
-    with use_config(provider_config_toml(fake_provider, context_window=8192)):
-        yield script
 
 
 def turn(caller, content, **fields):

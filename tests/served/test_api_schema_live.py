@@ -8,7 +8,6 @@ import schemathesis
 from hypothesis import HealthCheck, given, seed, settings
 from schemathesis import GenerationMode
 
-from tests.live import LiveServer
 from tests.schema_checks import all_checks
 
 pytestmark = [pytest.mark.slow, pytest.mark.live]
@@ -19,11 +18,8 @@ EXAMPLES = 8
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    server = LiveServer(tmp_path_factory.mktemp("schema") / "home").start()
-    server.operator = server.key("fuzz", "operator")
-    yield server
-    server.stop()
+def server(shared_server):
+    return shared_server
 
 
 def test_the_live_server_meets_its_openapi_document(server, capsys):

@@ -10,13 +10,8 @@ APPEND = "/api/v1/agents/main/conversations/telegram:1/messages"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from tests.live import LiveServer
-
-    server = LiveServer(tmp_path_factory.mktemp("edges") / "home").start()
-    server.operator = server.key("ops", "operator")
-    yield server
-    server.stop()
+def server(shared_server):
+    return shared_server
 
 
 def request(server, head: str, body: bytes = b"", host: str = "127.0.0.1") -> tuple[int, dict | None]:
