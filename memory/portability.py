@@ -6,6 +6,7 @@ revision chains and checkpoints survive the trip: `export → import → export`
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from itertools import groupby
@@ -13,6 +14,7 @@ from itertools import groupby
 from django.apps import apps
 from django.core import serializers
 from django.core.management.color import no_style
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -74,12 +76,22 @@ def _querysets(agent_id: str | None, owner_id: str | None) -> list:
     return [sources, conversations, messages, memories, events, states, resources, revisions]
 
 
+class ExactJSONEncoder(DjangoJSONEncoder):
+    """Times to the microsecond. Django's encoder cuts them to milliseconds, so an export would lose the
+    rest, and a time with 1-999 µs would come back written differently (`…:00.000` read back as `…:00`)."""
+
+    def default(self, o):
+        if isinstance(o, datetime.datetime | datetime.time):
+            return o.isoformat().replace("+00:00", "Z")
+        return super().default(o)
+
+
 def memory_export(*, agent_id: str | None = None, owner_id: str | None = None) -> dict:
     """The selected rows as one JSON-serialisable document."""
     selection = _selection(agent_id, owner_id)
     objects = []
     for queryset in _querysets(agent_id, owner_id):
-        objects += json.loads(serializers.serialize("json", queryset.order_by("pk")))
+        objects += json.loads(serializers.serialize("json", queryset.order_by("pk"), cls=ExactJSONEncoder))
     return {"format": FORMAT, "version": VERSION, "exported_at": timezone.now().isoformat(),
             "selection": selection, "objects": objects}
 

@@ -5,6 +5,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.utils import timezone
 
 from fermix_site.conf import conf
 from memory import fts
@@ -152,3 +153,18 @@ def test_a_redacted_revision_cannot_be_rolled_back_to(home):
     memory_forget_owner(owner_id="default")
     with pytest.raises(RedactedRevision):
         resource_rollback(agent_id="main", resource_type="user_md", revision=1)
+
+
+
+def test_an_export_keeps_times_to_the_microsecond(home):
+    populate()
+    # 0.5 ms: Django's encoder would write `.000`, read back as a time with no fraction at all.
+    rita = Message.objects.filter(content="my sister is called Rita")
+    rita.update(created_at=timezone.now().replace(microsecond=500))
+    exported = memory_export(agent_id="main")
+    written = next(o["fields"]["created_at"] for o in exported["objects"]
+                   if o["model"] == "memory.message" and o["fields"]["content"] == "my sister is called Rita")
+    assert written.endswith(".000500Z")
+    Message.objects.all().delete()
+    memory_import({**exported, "objects": [o for o in exported["objects"] if o["model"] == "memory.message"]})
+    assert Message.objects.get(content="my sister is called Rita").created_at.microsecond == 500
