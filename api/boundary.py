@@ -1,8 +1,8 @@
 """The edge of the API: what is checked before ninja sees a request, and what it may not answer raw.
 
 - A NUL character anywhere (path, query, JSON text) is a 400: PostgreSQL cannot store or compare it.
-- A JSON body must be an object (`400 body_not_object`): every endpoint's body is one. `null` is read
-  as no body: where the body is optional that is fine, elsewhere the missing fields are a 422.
+- A JSON body must be an object (`400 body_not_object`): every endpoint's body is one. Where a body is
+  optional (SOUL.md apply, deny), it is left out, not sent as `null`.
 - Content-Length is checked first: a value that is not a number is a 400, more than
   DATA_UPLOAD_MAX_MEMORY_SIZE (1 MiB) a 413, both before the key is looked up or the body read.
 - Bodies are parsed strictly: UTF-8 only, JSON only (no NaN or Infinity, which PostgreSQL's jsonb
@@ -83,8 +83,6 @@ class StrictJsonParser(Parser):
             raise ApiError(400, "too_deep", f"the JSON body is nested more than {MAX_DEPTH} levels deep") from None
         except ValueError as exc:
             raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {exc}") from None
-        if data is None:  # `null`: no body, as for an endpoint whose body is optional (its fields then say)
-            data = {}
         if not isinstance(data, dict):
             raise ApiError(400, "body_not_object", f"the JSON body must be an object ({{...}}), not {_kind(data)}")
         _check_tree(data)
@@ -92,6 +90,8 @@ class StrictJsonParser(Parser):
 
 
 def _kind(value) -> str:
+    if value is None:
+        return "null"
     return {bool: "a boolean", str: "a string", list: "an array"}.get(type(value), "a number")
 
 

@@ -91,6 +91,7 @@ class FermixAPI(NinjaAPI):
                 for status, description in self._errors_of(path, method).items():
                     operation["responses"].setdefault(status, {
                         "description": description, "content": {"application/json": {"schema": error_ref}}})
+                _no_null_body(operation)
                 for parameter in operation.get("parameters", []):
                     if parameter["in"] == "path" and parameter["name"] in PATH_PARAMETERS:
                         parameter["schema"] = {**parameter.get("schema", {}), **PATH_PARAMETERS[parameter["name"]]}
@@ -104,6 +105,16 @@ class FermixAPI(NinjaAPI):
         if method == "post" and path.endswith(MODEL_PATHS) or "/soul/proposals" in path:
             found.update(MODEL_ERRORS)
         return found
+
+
+def _no_null_body(operation: dict) -> None:
+    """An optional body is one that may be left out, never `null` (every body is an object): ninja writes
+    `payload: X | None` as `anyOf: [X, null]`."""
+    for content in operation.get("requestBody", {}).get("content", {}).values():
+        choices = content.get("schema", {}).get("anyOf", [])
+        if {"type": "null"} in choices:
+            rest = [choice for choice in choices if choice != {"type": "null"}]
+            content["schema"] = rest[0] if len(rest) == 1 else {"anyOf": rest}
 
 
 api = FermixAPI(

@@ -2,10 +2,15 @@
 
 gunicorn's `gthread` worker keeps idle connections in one poller and hands a connection to a thread
 only when it has data, so a connection that sends nothing costs no thread, and a request that waits on
-a model holds one thread, not a whole worker. Two things are added here:
+a model holds one thread, not a whole worker. Three things are added here:
 
-- a read timeout: a client that stops sending half way through its request line, headers or body
-  gives its thread back after READ_TIMEOUT seconds of silence and is answered `408 request_timeout`;
+- a request is handed to a thread only once it has arrived: its request line and headers, and its
+  body when a Content-Length of at most the body limit announces it. Until then each new piece is
+  taken without waiting and the connection goes back to the poller, so a client that sends half a
+  request and stops holds no thread, however many such clients there are;
+- a read timeout: a request that has not arrived READ_TIMEOUT seconds after its first byte, that goes
+  silent for SILENCE_S seconds before it has, or whose chunked body (read by a thread) goes silent for
+  READ_TIMEOUT seconds, is answered `408 request_timeout`;
 - the JSON error shape for what gunicorn answers itself (an over-long request line or header, a bad
   Content-Length, a malformed request), where gunicorn would send an HTML page.
 
@@ -21,18 +26,27 @@ from __future__ import annotations
 import errno
 import io
 import json
+import os
+import re
 import socket
+import time
 from urllib.parse import unquote_to_bytes
 
+from gunicorn import util
 from gunicorn.http import errors as http_errors
 from gunicorn.util import write_nonblock
 from gunicorn.workers import gthread
 
 # Seconds of silence after which a client that is half way through sending a request is dropped.
 READ_TIMEOUT = 10.0
-# A new connection's first bytes usually arrive with it; one that sends nothing for this long goes
-# back to the poller (where it costs no thread) instead of holding a thread for gunicorn's 5 s.
-FIRST_BYTES_WAIT = 0.5
+# How long a connection may be silent (sending nothing, or stopped half way through a request) before
+# the worker drops it, answering 408 if a request had begun: gunicorn's keep-alive, which `serve` sets.
+SILENCE_S = 5
+# The most a request's head may take before a thread parses it anyway (gunicorn then refuses it, 431).
+HEAD_LIMIT = 128 * 1024
+BODY_LIMIT = 1024 * 1024  # the API's own limit (DATA_UPLOAD_MAX_MEMORY_SIZE); a longer body is refused unread
+CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*(?=\r\n)", re.IGNORECASE)
+WAITS_FOR_CONTINUE = re.compile(rb"\r\nexpect:[ \t]*100-continue", re.IGNORECASE)
 
 _CLIENT_ERRORS = [  # (gunicorn's exception, status, code, message), the first match wins
     (http_errors.LimitRequestLine, 414, "request_line_too_long",
@@ -62,7 +76,8 @@ def error_bytes(status: int, code: str, message: str) -> bytes:
 def classify(exc: Exception) -> tuple[int, str, str]:
     """The (status, code, message) gunicorn's own refusal of a request is answered with."""
     if isinstance(exc, RequestTimeout):
-        return 408, "request_timeout", f"the request did not arrive in full (nothing for {READ_TIMEOUT:g} s)"
+        return 408, "request_timeout", (f"the request did not arrive in full in time (silent for {SILENCE_S} s, "
+                                        f"or not whole {READ_TIMEOUT:g} s after its first byte)")
     for kind, status, code, message in _CLIENT_ERRORS:
         if isinstance(exc, kind):
             return status, code, message
@@ -100,8 +115,71 @@ class ClientSocket(socket.socket):
 
 
 class ClientConnection(gthread.TConn):
-    def wait_for_data(self, timeout):
-        return super().wait_for_data(min(timeout, FIRST_BYTES_WAIT))
+    """A connection that gathers each request without waiting for it (see `gather`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.arrived = b""  # what has come of the request being received
+        self.first_byte_at: float | None = None
+
+    def gather(self) -> bool:
+        """Take what has arrived without waiting; True once the request is whole (or the client closed)."""
+        self.sock.setblocking(False)
+        try:
+            while not _whole(self.arrived):
+                piece = self.sock.recv(65536)
+                if not piece:
+                    return True  # the client is gone: the parser says so
+                self.first_byte_at = self.first_byte_at or time.monotonic()
+                self.arrived += piece
+        except BlockingIOError:
+            return False
+        return True
+
+    def overdue(self) -> bool:
+        return self.first_byte_at is not None and time.monotonic() - self.first_byte_at > READ_TIMEOUT
+
+    def hand_over(self) -> None:
+        """Give the gathered request to gunicorn's parser, as if it had read it itself."""
+        self.sock.setblocking(True)
+        self.init()
+        self.parser.unreader.unread(self.arrived)
+        self.arrived, self.first_byte_at = b"", None
+
+    def close(self, graceful=False):
+        """Close without lingering: gunicorn's graceful close waits up to 2 s for the client to close
+        its side, in the worker's one main thread, so a client that never does stalls every connection
+        of the worker. What the client already sent is read off first (so no reset cuts the answer)."""
+        if self.arrived:  # a request begun and never finished (the worker gave up waiting for the rest)
+            _send_quietly(self.sock, error_bytes(*classify(RequestTimeout())))
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+            self.sock.setblocking(False)
+            for _ in range(16):  # what is there now, not what a client keeps sending
+                if not self.sock.recv(65536):
+                    break
+        except OSError:
+            pass
+        util.close(self.sock)
+
+
+def _whole(arrived: bytes) -> bool:
+    head_end = arrived.find(b"\r\n\r\n")
+    if head_end < 0:
+        return len(arrived) > HEAD_LIMIT
+    head = arrived[:head_end + 2]
+    length = CONTENT_LENGTH.findall(head)
+    if len(length) != 1 or WAITS_FOR_CONTINUE.search(head) or int(length[0]) > BODY_LIMIT:
+        return True  # nothing to wait for, or for gunicorn and the API to refuse as they are
+    return len(arrived) - head_end - 4 >= int(length[0])
+
+
+def _send_quietly(sock: socket.socket, data: bytes) -> None:
+    try:
+        sock.setblocking(False)
+        sock.send(data)
+    except OSError:
+        pass
 
 
 class ThreadWorker(gthread.ThreadWorker):
@@ -117,6 +195,34 @@ class ThreadWorker(gthread.ThreadWorker):
         self.nr_conns += 1
         conn = ClientConnection(self.cfg, ClientSocket.adopt(sock), address, listener.getsockname())
         self.enqueue_req(conn)
+
+    def handle(self, conn):
+        """Parse and answer a request once it has arrived; until then, gather it and go back to the poller."""
+        if not self._buffered(conn):
+            if not conn.gather():
+                if conn.overdue():
+                    return False  # closed by the worker, which answers 408 (see ClientConnection.close)
+                return gthread._DEFER
+            conn.data_ready = True
+            conn.hand_over()
+        return super().handle(conn)
+
+    def handle_quit(self, sig, frame):
+        """A quick stop (Ctrl-C, SIGQUIT) ends the process at once, as gunicorn means it to.
+
+        gunicorn's own would wait, at interpreter exit, for every thread still in a request (a turn
+        waiting on its model) until the master kills the worker. What is committed is kept either way;
+        SIGTERM is the graceful stop that lets requests finish.
+        """
+        self.alive = False
+        self.tpool.shutdown(wait=False, cancel_futures=True)
+        self.cfg.worker_int(self)
+        os._exit(0)
+
+    @staticmethod
+    def _buffered(conn) -> bool:
+        # A request pipelined behind the last one is already in the parser's buffer.
+        return conn.initialized and bool(conn.parser.unreader.buf.getvalue())
 
     def handle_error(self, req, client, addr, exc):
         status, code, message = classify(exc)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import pwd
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,12 @@ def mount_tmpfs(folder: Path, size: str, *, owner: str | None = None) -> None:
 
 
 def unmount(folder: Path) -> None:
-    subprocess.run(["umount", str(folder)], check=True)
+    """Unmount, waiting a little for processes that are still closing their files there."""
+    for _ in range(20):
+        if subprocess.run(["umount", str(folder)], capture_output=True).returncode == 0:
+            return
+        time.sleep(0.5)
+    subprocess.run(["umount", "--lazy", str(folder)], check=True)
 
 
 def fill(folder: Path) -> Path:

@@ -14,7 +14,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from fermix_site.conf import conf
-from fermix_site.serving import READ_TIMEOUT
+from fermix_site.serving import READ_TIMEOUT, SILENCE_S
 from fermix_site.settings import BASE_DIR, RUN_DIR
 
 # The worker timeout is only for a worker that stops answering its master; it must outlast the longest
@@ -45,7 +45,7 @@ class Command(BaseCommand):
                "--worker-class", "fermix_site.serving.ThreadWorker", "--workers", str(options["web_workers"]),
                "--threads", str(options["web_threads"]),
                "--timeout", str(conf.timeouts.turn_ms // 1000 + WORKER_TIMEOUT_MARGIN_S),
-               "--graceful-timeout", str(GRACEFUL_S),
+               "--graceful-timeout", str(GRACEFUL_S), "--keep-alive", str(SILENCE_S),
                "--control-socket", str(run / "gunicorn.ctl"), "--worker-tmp-dir", str(run),
                "--access-logfile", "-"]
         cluster = [sys.executable, str(BASE_DIR / "manage.py"), "qcluster"]
