@@ -1,9 +1,9 @@
-"""Message ingest over HTTP on gunicorn (2 sync workers, as `manage.py serve` runs it), beside a bare
-Django JSON view on the same server, and the peak memory of a web worker.
+"""Message ingest over HTTP on gunicorn (2 threaded workers, started as `manage.py serve` starts them),
+beside a bare Django JSON view on the same server, and the peak memory of a web worker.
 
 The server runs with `bench.settings` (the production settings plus the bare views of `bench.urls`).
-Clients are threads on loopback that each open a connection per request (the sync worker closes it),
-the same client for every view; blocks of the API, the bare view and an echo view alternate.
+Clients are threads on loopback that each open a connection per request, the same client for every
+view; blocks of the API, the bare view and an echo view alternate.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import http.client
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -20,6 +19,8 @@ from pathlib import Path
 
 from bench.common import Figure, ms, raw_connect, stop_group, summary
 from bench.ingest import sample_messages
+from fermix_site.conf import TimeoutsConf
+from fermix_site.serving import DEFAULT_THREADS, gunicorn_command
 
 ROOT = Path(__file__).resolve().parent.parent
 CONCURRENCY = 4
@@ -42,10 +43,12 @@ class WebServer:
         env.pop("DATABASE_URL", None)
         env.pop("REDIS_URL", None)
         log = open(Path(home) / "web.log", "ab")  # noqa: SIM115 (the child keeps it)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "fermix_site.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
-             "--workers", str(workers), "--timeout", "300", "--graceful-timeout", "10", "--access-logfile", "-"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        run_dir = Path(home) / "run"
+        run_dir.mkdir(mode=0o700, exist_ok=True)
+        command = gunicorn_command(address=f"127.0.0.1:{self.port}", workers=workers, threads=DEFAULT_THREADS,
+                                   run_dir=run_dir, turn_ms=TimeoutsConf().turn_ms)
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
         self._wait_up(workers)
 
     def _wait_up(self, workers: int, timeout: float = 60) -> None:

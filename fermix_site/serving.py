@@ -29,7 +29,9 @@ import json
 import os
 import re
 import socket
+import sys
 import time
+from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
 from gunicorn import util
@@ -59,6 +61,23 @@ _CLIENT_ERRORS = [  # (gunicorn's exception, status, code, message), the first m
     (http_errors.InvalidHeaderName, 400, "invalid_header", "a request header name is malformed"),
     (http_errors.ParseException, 400, "invalid_request", "the request is not valid HTTP/1.1"),
 ]
+
+
+DEFAULT_THREADS = 32
+# The worker timeout is only for a worker that stops answering its master; it must outlast the longest
+# request, a turn, so that a turn that spends its whole budget answers 504 instead of being killed.
+WORKER_TIMEOUT_MARGIN_S = 30
+# A graceful stop (SIGTERM) lets each request being read finish or time out before a worker is killed.
+GRACEFUL_S = int(READ_TIMEOUT) + 5
+
+
+def gunicorn_command(*, address: str, workers: int, threads: int, run_dir: Path, turn_ms: int) -> list[str]:
+    """How gunicorn is started: `manage.py serve` runs it, and so does the HTTP benchmark."""
+    return [sys.executable, "-m", "gunicorn", "fermix_site.wsgi:application", "--bind", address,
+            "--worker-class", "fermix_site.serving.ThreadWorker", "--workers", str(workers), "--threads", str(threads),
+            "--timeout", str(turn_ms // 1000 + WORKER_TIMEOUT_MARGIN_S), "--graceful-timeout", str(GRACEFUL_S),
+            "--keep-alive", str(SILENCE_S), "--control-socket", str(run_dir / "gunicorn.ctl"),
+            "--worker-tmp-dir", str(run_dir), "--access-logfile", "-"]
 
 
 class RequestTimeout(Exception):

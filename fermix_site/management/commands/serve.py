@@ -14,15 +14,8 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from fermix_site.conf import conf
-from fermix_site.serving import READ_TIMEOUT, SILENCE_S
+from fermix_site.serving import DEFAULT_THREADS, GRACEFUL_S, gunicorn_command
 from fermix_site.settings import BASE_DIR, RUN_DIR
-
-# The worker timeout is only for a worker that stops answering its master; it must outlast the longest
-# request, a turn, so that a turn that spends its whole budget answers 504 instead of being killed.
-WORKER_TIMEOUT_MARGIN_S = 30
-# A stop lets each request already being read finish or time out (a client that went silent half way
-# holds its thread READ_TIMEOUT seconds) before a worker is killed.
-GRACEFUL_S = int(READ_TIMEOUT) + 5
 
 
 class Command(BaseCommand):
@@ -32,7 +25,8 @@ class Command(BaseCommand):
         parser.add_argument("--bind", default=os.environ.get("FERMIX_BIND", "127.0.0.1"))
         parser.add_argument("--port", default=os.environ.get("FERMIX_PORT", "8000"))
         parser.add_argument("--web-workers", type=int, default=int(os.environ.get("FERMIX_WEB_WORKERS", "2")))
-        parser.add_argument("--web-threads", type=int, default=int(os.environ.get("FERMIX_WEB_THREADS", "32")))
+        parser.add_argument("--web-threads", type=int,
+                            default=int(os.environ.get("FERMIX_WEB_THREADS", DEFAULT_THREADS)))
 
     def handle(self, *args, **options):
         port = options["port"]
@@ -41,13 +35,8 @@ class Command(BaseCommand):
         bind = options["bind"]
         address = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
         run = RUN_DIR
-        web = [sys.executable, "-m", "gunicorn", "fermix_site.wsgi:application", "--bind", address,
-               "--worker-class", "fermix_site.serving.ThreadWorker", "--workers", str(options["web_workers"]),
-               "--threads", str(options["web_threads"]),
-               "--timeout", str(conf.timeouts.turn_ms // 1000 + WORKER_TIMEOUT_MARGIN_S),
-               "--graceful-timeout", str(GRACEFUL_S), "--keep-alive", str(SILENCE_S),
-               "--control-socket", str(run / "gunicorn.ctl"), "--worker-tmp-dir", str(run),
-               "--access-logfile", "-"]
+        web = gunicorn_command(address=address, workers=options["web_workers"], threads=options["web_threads"],
+                               run_dir=run, turn_ms=conf.timeouts.turn_ms)
         cluster = [sys.executable, str(BASE_DIR / "manage.py"), "qcluster"]
         names = ("web server", "task cluster")
         # Temporary files of the servers (Python's, SQLite's) go under $FERMIX_HOME, never to /tmp.
