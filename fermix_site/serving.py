@@ -229,12 +229,13 @@ class ThreadWorker(gthread.ThreadWorker):
     def handle_quit(self, sig, frame):
         """A quick stop (Ctrl-C, SIGQUIT) ends the process at once, as gunicorn means it to.
 
-        gunicorn's own would wait, at interpreter exit, for every thread still in a request (a turn
-        waiting on its model) until the master kills the worker. What is committed is kept either way;
-        SIGTERM is the graceful stop that lets requests finish.
+        gunicorn's own shuts the thread pool down inside the signal handler: the master's SIGQUIT
+        arriving just after the terminal's SIGINT runs the handler again within the first, which waits
+        for the pool's lock it holds, until the master kills the worker. Threads still in a request (a
+        turn waiting on its model) would also be waited for at exit. What is committed is kept either
+        way; SIGTERM is the graceful stop that lets requests finish.
         """
         self.alive = False
-        self.tpool.shutdown(wait=False, cancel_futures=True)
         self.cfg.worker_int(self)
         os._exit(0)
 
