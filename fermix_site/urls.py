@@ -11,7 +11,7 @@ urlpatterns = [
     path("api/v1/", api.urls),
 ]
 
-handler400 = "fermix_site.views.bad_request"
-handler403 = "fermix_site.views.permission_denied"
-handler404 = "fermix_site.views.page_not_found"
-handler500 = "fermix_site.views.server_error"
+handler400 = "api.handlers.bad_request"
+handler403 = "api.handlers.permission_denied"
+handler404 = "api.handlers.page_not_found"
+handler500 = "api.handlers.server_error"
