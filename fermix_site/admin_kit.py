@@ -7,6 +7,7 @@ escape) or sanitises (nh3) and none marks raw input safe.
 from __future__ import annotations
 
 from functools import cached_property
+from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.core.paginator import Paginator
@@ -102,8 +103,6 @@ def admin_url(obj, view: str = "change") -> str:
 
 
 def changelist_url(model, **params) -> str:
-    from urllib.parse import urlencode
-
     opts = model._meta
     url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
     return f"{url}?{urlencode(params)}" if params else url

@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "jobs",
     "api",
     "providers",
+    "console",
 ]
 
 MIDDLEWARE = [

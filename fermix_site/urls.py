@@ -1,14 +1,13 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from api.v1 import api
 from fermix_site import views
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
-    path("admin/fermix/", include("fermix_site.admin_urls")),
+    path("admin/fermix/", include("console.urls")),
     path("admin/", admin.site.urls),
-    path("api/v1/", api.urls),
+    path("api/v1/", include("api.urls", namespace="api-v1")),
 ]
 
 handler400 = "api.handlers.bad_request"

@@ -30,6 +30,7 @@ from fermix_site.admin_kit import (
 )
 from fermix_site.conf import conf
 from memory import prompt_files
+from memory.compactor import context_window_for
 from memory.conversations import KINDS
 from memory.models import (
     Category,
@@ -46,8 +47,11 @@ from memory.models import (
     Trust,
 )
 from memory.prompt_files import prompt_files_rebuild_after_commit, scope_reason
+from memory.reviewer import UndoError, review_undo
 from memory.rows import MemoryRowError, memory_archive, memory_history, memory_restore
 from memory.search import MAX_LIMIT, search_memories, search_messages
+from providers.models import ModelCall
+from resources.models import Resource
 
 BULK_LIMIT = 500  # rows one archive confirmation may list
 _page = threading.local()  # one render per (agent, file) for the changelist page being built
@@ -512,8 +516,6 @@ class MemorySourceAdmin(ReadOnlyAdmin):
 
 def context_share(conv: Conversation) -> tuple[float | None, int | None]:
     """(last peak prompt tokens / context window, the window) for a conversation."""
-    from memory.compactor import context_window_for
-
     window = context_window_for(conv, None)
     if not conv.last_peak_prompt_tokens or not window:
         return None, window
@@ -550,8 +552,6 @@ class ConversationAdmin(BigTableAdmin, ReadOnlyAdmin):
 
     @admin.display(description="checkpoint revisions")
     def checkpoints(self, obj):
-        from resources.models import Resource
-
         resource = Resource.objects.filter(agent_id=obj.agent_id, resource_type="checkpoint", scope_id=obj.key).first()
         if resource is None:
             return "none yet"
@@ -639,7 +639,6 @@ class ReviewRunAdmin(BigTableAdmin, ReadOnlyAdmin):
     def model_call(self, obj):
         if not obj.model_call_id:
             return "—"
-        from providers.models import ModelCall
 
         return link(changelist_url(ModelCall, q=obj.model_call_id), obj.model_call_id)
 
@@ -654,8 +653,6 @@ class ReviewRunAdmin(BigTableAdmin, ReadOnlyAdmin):
         ]
 
     def undo_view(self, request, run_id: int):
-        from memory.reviewer import UndoError, review_undo
-
         run = ReviewRun.objects.filter(pk=run_id).first()
         if run is None or not request.user.has_perm("memory.change_memory"):
             raise Http404("no such review run")

@@ -1,15 +1,14 @@
+import logging
+
 from django.apps import AppConfig
+from django.db import connections
 from django.db.models.signals import post_migrate
+
+from memory import fts
 
 
 def repair_search_mirrors(sender, using="default", **kwargs):
     """After every migrate: a table rebuild may have dropped FTS triggers; put them back."""
-    import logging
-
-    from django.db import connections
-
-    from memory import fts
-
     repaired = fts.repair(connections[using])
     if repaired:
         logging.getLogger("fermix.memory").warning("re-created FTS triggers after migrate: %s", repaired)
@@ -20,6 +19,6 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self):
-        from memory import checks  # noqa: F401 - registers the system checks
+        from memory import checks  # noqa: F401 - registers the system checks (models must be loaded first)
 
         post_migrate.connect(repair_search_mirrors, sender=self)

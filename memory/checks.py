@@ -3,6 +3,8 @@
 from django.core.checks import Error, Warning, register
 from django.db import DatabaseError, connections
 
+from memory import fts
+
 
 def _connection():
     return connections["default"]
@@ -10,8 +12,6 @@ def _connection():
 
 @register()
 def check_fts_triggers(app_configs=None, **kwargs):
-    from memory import fts
-
     try:
         missing = fts.missing_triggers(_connection())
     except DatabaseError:

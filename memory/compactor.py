@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from django.db import DatabaseError, transaction
 from django.utils import timezone
+from django_q.tasks import async_task
 
 from fermix_site import generations
 from fermix_site.conf import conf
@@ -257,8 +258,6 @@ def record_peak(*, agent_id: str, conversation: str | ConversationKey, peak_prom
 
 def post_delivery_check(*, agent_id: str, conversation: str | ConversationKey, context_window: int | None = None):
     """After delivery: enqueue a compaction when this turn's peak crossed the threshold."""
-    from django_q.tasks import async_task
-
     key = ConversationKey.parse(conversation)
     conv = Conversation.objects.filter(agent_id=agent_id, key=str(key)).first()
     if not conf.compaction.enabled:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db import transaction
+
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 
@@ -181,7 +183,6 @@ def optimize(connection, *, above: int = 0, steps: int = 1_000_000) -> dict[str,
     """
     if connection.vendor != "sqlite":
         return {}
-    from django.db import transaction
 
     after = {}
     for mirror in MIRRORS:

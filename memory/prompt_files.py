@@ -22,6 +22,10 @@ from fermix_site import generations
 from fermix_site.conf import conf
 from memory.models import Category, Memory, ScopeType
 from memory.rows import generation_name as memories_generation
+from resources import files
+from resources.catalog import content_hash
+from resources.selectors import resource_current_hashes
+from resources.services import resource_write_file
 
 logger = logging.getLogger("fermix.memory")
 
@@ -303,8 +307,6 @@ def prompt_files_rebuild(
     extra_provenance: dict | None = None,
 ) -> dict[str, Rendered]:
     """Render USER.md and MEMORY.md and write each whose content changed, as a revision."""
-    from resources.services import resource_write_file
-
     results = {}
     for resource_type in FILES:
         rendered = render_for_agent(agent_id, resource_type)
@@ -367,10 +369,6 @@ def _already_written(agent_id: str, resource_type: str, content: str) -> bool:
     """True when the file on disk and its current revision both hold `content`: there is nothing to
     write and no hand edit to record, so the write lock is not taken. Most rebuilds change one file of
     the two. Checked without the lock: a write landing meanwhile is as if it came just after us."""
-    from resources import files
-    from resources.catalog import content_hash
-    from resources.selectors import resource_current_hashes
-
     data = content.encode("utf-8")
     if files.read_bytes(files.resource_file_path(agent_id=agent_id, resource_type=resource_type)) != data:
         return False

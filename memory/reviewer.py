@@ -18,6 +18,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django_q.tasks import async_task
 
 from fermix_site.conf import conf
 from fermix_site.statements import PreparedInsert, first_row
@@ -311,8 +312,6 @@ def review_now(*, agent_id: str, conversation: str | None = None, owner_id: str 
 
 def review_start_background(*, agent_id: str, conversation: str | ConversationKey) -> str:
     """Enqueue a background review after the current transaction commits; never blocks the turn."""
-    from django_q.tasks import async_task
-
     memory = conf.memory
     if not memory.enabled:
         return "disabled"

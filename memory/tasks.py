@@ -1,8 +1,12 @@
 """django-q2 tasks of the memory app. Thin: they take ids and call a service."""
 
+from django.db import connection
+
+from memory import fts
 from memory.compactor import WINDOW_MOVED, CompactionError, compact
 from memory.models import Memory
 from memory.prompt_files import prompt_files_rebuild
+from memory.reviewer import review_conversation
 
 
 def rebuild_prompt_files_all():
@@ -14,17 +18,11 @@ def rebuild_prompt_files_all():
 
 def optimize_search_index():
     """The daily merge of each FTS5 mirror's segments into one (SQLite; PostgreSQL needs none)."""
-    from django.db import connection
-
-    from memory import fts
-
     return fts.optimize(connection, above=fts.OPTIMIZE_ABOVE_SEGMENTS)
 
 
 def review_conversation_task(agent_id: str, conversation_key: str):
     """The background review started after a delivered turn (time-gated)."""
-    from memory.reviewer import review_conversation
-
     return review_conversation(agent_id=agent_id, conversation=conversation_key, trigger="background")
 
 

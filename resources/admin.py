@@ -30,7 +30,7 @@ def _revisions(resource: Resource):
                                            scope_id=resource.scope_id)
 
 
-def _revision(resource: Resource, number) -> ResourceRevision:
+def revision_or_404(resource: Resource, number) -> ResourceRevision:
     try:
         return _revisions(resource).get(revision=int(number))
     except (ResourceRevision.DoesNotExist, TypeError, ValueError):
@@ -56,8 +56,6 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
         wrap = self.admin_site.admin_view
         return [
             path("<int:pk>/revisions/<int:number>/", wrap(self.revision_view), name="resources_resource_revision"),
-            path("<int:pk>/revisions/<int:number>/provenance/", wrap(self.provenance_view),
-                 name="resources_resource_provenance"),
             path("<int:pk>/diff/", wrap(self.diff_view), name="resources_resource_diff"),
             path("<int:pk>/rollback/<int:number>/", wrap(self.rollback_view), name="resources_resource_rollback"),
             *super().get_urls(),
@@ -96,7 +94,7 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
 
     def revision_view(self, request, pk, number):
         resource = self._resource(request, pk)
-        revision = _revision(resource, number)
+        revision = revision_or_404(resource, number)
         context = self._context(request, resource, revision_label(revision), revision=revision,
                                 rendered=markdown_html(revision.content),
                                 provenance=json.dumps(revision.provenance, indent=2, ensure_ascii=False,
@@ -106,8 +104,8 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
     def diff_view(self, request, pk):
         resource = self._resource(request, pk)
         current = resource.current_revision
-        a = _revision(resource, request.GET.get("a") or max(current - 1, 1))
-        b = _revision(resource, request.GET.get("b") or current)
+        a = revision_or_404(resource, request.GET.get("a") or max(current - 1, 1))
+        b = revision_or_404(resource, request.GET.get("b") or current)
         context_lines = request.GET.get("context", "3")
         context_lines = int(context_lines) if context_lines.isdigit() else 3
         context = self._context(request, resource, f"{display_name(resource.resource_type)}: r{a.revision} → "
@@ -121,7 +119,7 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
         resource = self._resource(request, pk)
         if not self._can_rollback(request, resource):
             raise Http404("checkpoint revisions are audit records and cannot be rolled back")
-        target = _revision(resource, number)
+        target = revision_or_404(resource, number)
         current = _current(resource)
         if request.method == "POST" and request.POST.get("confirm") == "yes":
             return self._rollback(request, resource, target)
@@ -151,20 +149,6 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
         if result.caveat:
             self.message_user(request, result.caveat, messages.WARNING)
         return HttpResponseRedirect(reverse("admin:resources_resource_change", args=[resource.pk]))
-
-    def provenance_view(self, request, pk, number):
-        from fermix_site.admin_provenance import line_sources
-
-        resource = self._resource(request, pk)
-        if resource.resource_type not in MEMORY_FILE_TYPES:
-            raise Http404("provenance is kept for USER.md and MEMORY.md")
-        revision = _revision(resource, number)
-        sources = line_sources(agent_id=resource.agent_id, resource_type=resource.resource_type,
-                               content=revision.content)
-        context = self._context(request, resource, f"Where each line of {revision_label(revision)} came from",
-                                revision=revision, sources=sources)
-        return TemplateResponse(request, "fermix/provenance.html", context)
-
 
 @admin.register(ResourceRevision)
 class ResourceRevisionAdmin(BigTableAdmin, ReadOnlyAdmin):

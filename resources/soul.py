@@ -86,15 +86,12 @@ def soul_propose(
 ) -> SoulProposal:
     """Create a pending proposal with its token, its diff against SOUL.md on disk and its expiry.
 
-    `review` or `suggest` without a `draft` asks the model for one first (`soul_draft`), which comes back
-    here with the draft and `drafted_from`, the hash of the SOUL.md the model was shown.
+    `review` and `suggest` take the model's `draft` and `drafted_from`, the hash of the SOUL.md the model
+    was shown: `memory.soul_drafts.soul_propose`, the entry point for every mode, asks the model first.
     """
-    if mode in CURATION_MODES and draft is None:
-        from resources.soul_drafts import soul_draft  # it builds on this module
-
-        return soul_draft(agent_id=agent_id, mode=mode, trust=trust, instruction=instruction,
-                          requested_by=requested_by)
     require_owner(trust)
+    if mode in CURATION_MODES and draft is None:
+        raise UnsupportedMode(f"{mode} needs a draft: the model writes it (memory.soul_drafts.soul_propose)")
     check_agent(agent_id)
     content, label = _proposed(agent_id, mode, revision, draft)
     base, base_hash = soul_on_disk(agent_id)

@@ -7,6 +7,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
+from console.doctor import check_revision_hashes
 from fermix_site.conf import conf
 from memory import fts
 from memory.conversations import message_append
@@ -16,7 +17,6 @@ from memory.portability import PortabilityError, memory_export, memory_import
 from memory.prompt_files import prompt_files_rebuild
 from memory.rows import memory_archive
 from memory.tools import ToolContext, run_tool
-from resources.doctor import check_revision_hashes
 from resources.models import ResourceRevision
 from resources.services import resource_commit
 from tests.memory_factories import fact

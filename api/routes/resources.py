@@ -5,10 +5,11 @@ from __future__ import annotations
 from ninja import Field, Query, Router, Schema, Status
 
 from api import schemas as s
+from memory.soul_drafts import soul_propose
 from resources.diff import revision_diff
 from resources.selectors import resource_list, resource_revision_get, resource_revision_list
 from resources.services import resource_rollback
-from resources.soul import soul_apply, soul_deny, soul_propose
+from resources.soul import soul_apply, soul_deny
 
 router = Router(tags=["resources"])
 RESOURCE = "/agents/{agent}/resources/{resource_type}"

@@ -18,7 +18,8 @@ from django.db import connection
 from django.db.models import Model, Q
 
 from memory.models import Memory, Message
-from memory.search import rank
+from memory.search import postgres, rank, sqlite
+from memory.search.filters import where_sql
 from memory.search.rank import Scored
 from memory.search.text import Query, analyse
 
@@ -41,28 +42,7 @@ class Corpus:
 
 MESSAGES = Corpus(Message, "messages", ("content",), "created_at")
 MEMORIES = Corpus(Memory, "memories", ("key", "value"), "updated_at")
-
-
-def _where(alias: str, filters: dict, *, by_key: bool = False) -> tuple[str, list]:
-    """SQL for `filters`. `by_key`: rows are found by primary key, so the filters must not pick an index
-    (unary `+`): without statistics SQLite would scan `agent_id`'s index instead of looking up 80 ids."""
-    clauses, params = [], []
-    plus = "+" if by_key and connection.vendor == "sqlite" else ""
-    for column, value in filters.items():
-        if value is None:
-            continue
-        if column.endswith("__isnull"):
-            clauses.append(f"{plus}{alias}.{column[:-8]} IS {'' if value else 'NOT '}NULL")
-        elif isinstance(value, list | tuple | set):
-            if not value:
-                clauses.append("1=0")
-                continue
-            clauses.append(f"{plus}{alias}.{column} IN ({', '.join(['%s'] * len(value))})")
-            params.extend(value)
-        else:
-            clauses.append(f"{plus}{alias}.{column} = %s")
-            params.append(value)
-    return " AND ".join(clauses) or "1=1", params
+BACKENDS = {"sqlite": sqlite, "postgresql": postgres}
 
 
 def _orm(filters: dict) -> dict:
@@ -92,12 +72,7 @@ def _search(corpus: Corpus, query, filters: dict, limit: int) -> list:
     parsed = analyse(query if isinstance(query, str) else str(query or ""))
     if not parsed:
         return []
-    if connection.vendor == "sqlite":
-        from memory.search import sqlite as backend
-    elif connection.vendor == "postgresql":
-        from memory.search import postgres as backend
-    else:
-        backend = None
+    backend = BACKENDS.get(connection.vendor)
     hits = backend.search(corpus, parsed, filters, limit) if backend else _fallback(corpus, parsed, filters, limit)
     if corpus is MESSAGES:
         hits = _with_replies(hits, filters, limit)
@@ -126,7 +101,7 @@ def _with_replies(hits: list[Scored], filters: dict, limit: int) -> list[Scored]
     top = hits[:FOLLOWED]
     if not top:
         return hits
-    where, params = _where("m", filters, by_key=True)
+    where, params = where_sql("m", filters, by_key=True)
     conversation = "m.agent_id = %s AND m.channel = %s AND m.chat_id = %s AND m.thread_scope = %s"
     replies = REPLIES_SQL.get(connection.vendor, REPLIES_SQL["sqlite"]).format(conversation=conversation, where=where)
     with connection.cursor() as cursor:

@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from memory.search.text import Query, Term
+from memory.search.text import Query, Term, stem
 
 DF_PROBE = 1000
 PHRASE_LIMIT = 100
@@ -57,8 +57,6 @@ def _window(items, df: dict[str, float], total: float, scope_df: float | None = 
     4.5 µs at a million rows: a phrase of common words in a large owner's rows took 15 ms), so there
     the rarest is read for at most SEEK_BUDGET steps, newest first.
     """
-    from memory.search.text import stem
-
     lists = [df[stem(w)] for item in items for w in item if stem(w) in df]
     budget = SCAN_BUDGET
     if scope_df is not None:

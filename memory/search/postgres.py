@@ -22,6 +22,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memory.search import plan, rank
+from memory.search.filters import where_sql
 from memory.search.text import Query, stem
 
 CONFIG = "english"
@@ -55,9 +56,7 @@ def _ids(cursor, corpus, tsquery: str, params: list, filters: dict, limit: int, 
          by_index: bool = False) -> list[int]:
     """The newest `limit` ids matching `tsquery`. `by_index`: the matches are sparse, so they are taken
     from the GIN index and sorted (`id + 0` is no index order the planner could walk instead)."""
-    from memory.search import _where
-
-    where, where_params = _where("t", filters)
+    where, where_params = where_sql("t", filters)
     order = "t.id + 0" if by_index else "t.id"
     cursor.execute(f"SELECT t.id FROM {corpus.table} t WHERE t.search_vector @@ {tsquery} AND {where} "
                    f"AND t.id > %s ORDER BY {order} DESC LIMIT %s", [*params, *where_params, after_id, limit])
@@ -144,8 +143,6 @@ def _document_frequencies(cursor, corpus, query: Query, max_id: int) -> dict[str
 
 
 def _ranked(cursor, corpus, query: Query, ids: list[int], filters: dict, idfs: dict, limit: int):
-    from memory.search import _where
-
     parts, params = [], []
     for term in query.terms:
         sql, p = _tsquery((term.word,))
@@ -156,7 +153,7 @@ def _ranked(cursor, corpus, query: Query, ids: list[int], filters: dict, idfs: d
         parts.append(f"%s * (t.search_vector @@ {sql})::int")
         params += [sum(idfs.get(s, 1.0) for s in phrase), *p]
     any_sql, any_params = _any(query)
-    where, where_params = _where("t", filters)
+    where, where_params = where_sql("t", filters)
     text = " || ': ' || ".join(f"t.{c}" for c in corpus.text_columns)
     age_days = f"extract(epoch from (%s - t.{corpus.time_column})) / 86400.0"
     cursor.execute(
@@ -173,9 +170,7 @@ def _ranked(cursor, corpus, query: Query, ids: list[int], filters: dict, idfs: d
 
 def _every_word(cursor, corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]:
     """Stop words only: the `english` vectors do not hold them, so match words in the text, newest first."""
-    from memory.search import _where
-
-    where, params = _where("t", filters)
+    where, params = where_sql("t", filters)
     text = " || ': ' || ".join(f"t.{c}" for c in corpus.text_columns)
     words = " AND ".join(f"{text} ~* %s" for _ in query.terms)
     cursor.execute(f"SELECT t.id, {text}, t.{corpus.time_column} FROM {corpus.table} t WHERE {words} AND {where} "

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from memory import fts
 from memory.search import plan, rank
+from memory.search.filters import where_sql
 from memory.search.text import Query, fts_string, stem, words
 
 EXHAUSTIVE_LIMIT = 500
@@ -92,9 +93,7 @@ def _when(value) -> datetime | None:
 def _rows(cursor, corpus, ids: list[int], filters: dict) -> list[tuple[int, str, datetime | None]]:
     if not ids:
         return []
-    from memory.search import _where
-
-    where, params = _where("t", filters, by_key=True)
+    where, params = where_sql("t", filters, by_key=True)
     text = " || ': ' || ".join(f"t.{c}" for c in corpus.text_columns)
     cursor.execute(f"SELECT t.id, {text}, t.{corpus.time_column} FROM {corpus.table} t "
                    f"WHERE t.id IN ({', '.join(['%s'] * len(ids))}) AND {where}", [*ids, *params])
@@ -103,11 +102,9 @@ def _rows(cursor, corpus, ids: list[int], filters: dict) -> list[tuple[int, str,
 
 def _exhaustive(cursor, corpus, mirror, query: Query, filters: dict) -> list[int]:
     """Newest matches of any word that pass the filters: for filters the index cannot apply itself."""
-    from memory.search import _where
-
     items = [fts_string(t.word) for t in query.terms] + [fts_string(p) for p in query.phrases]
     match = f"{_colset(mirror.text_columns)} : ({' OR '.join(items)})"
-    where, params = _where("t", filters, by_key=True)
+    where, params = where_sql("t", filters, by_key=True)
     try:
         cursor.execute(f"SELECT t.id FROM {mirror.name} JOIN {corpus.table} t ON t.id = {mirror.name}.rowid "
                        f"WHERE {mirror.name} MATCH %s AND {where} ORDER BY t.id DESC LIMIT %s",

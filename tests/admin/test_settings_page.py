@@ -3,8 +3,8 @@
 import pytest
 from django.urls import reverse
 
+from console.web_setup import set_key, write_settings
 from fermix_site.conf import ConfigError, conf
-from fermix_site.web_setup import set_key, write_settings
 
 pytestmark = [pytest.mark.django_db]
 

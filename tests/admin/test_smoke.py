@@ -69,7 +69,7 @@ def test_every_console_page_sends_anonymous_visitors_to_the_login_page(client, w
 def test_the_smoke_list_covers_every_console_url_we_define(world):
     ours = ("memory_", "resources_", "jobs_", "api_", "providers_", "fermix-")
     defined = {n for n in _names(admin.site.get_urls()) if n.startswith(ours)}
-    defined |= {n for n in _names(__import__("fermix_site.admin_urls").admin_urls.urlpatterns)}
+    defined |= {n for n in _names(__import__("console.urls").urls.urlpatterns)}
     visited = {name.removeprefix("admin:") for name in console_urls(world)}
     missing = {n for n in defined if n not in visited and not n.endswith(("_delete", "_add"))}
     assert missing == set()

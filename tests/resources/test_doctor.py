@@ -8,10 +8,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from console.doctor import check_bootstrap_templates, doctor_report, doctor_run
 from fermix_site import conf as conf_module
 from fermix_site.models import Heartbeat
 from resources.bootstrap import TEMPLATE_DIR, bootstrap_seed, bootstrap_template
-from resources.doctor import check_bootstrap_templates, doctor_report, doctor_run
 from resources.models import ResourceRevision
 from tests.conftest import run_manage
 

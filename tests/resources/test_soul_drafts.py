@@ -8,13 +8,14 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from memory import soul_drafts
 from memory.conversations import message_append
+from memory.soul_drafts import measure_change, soul_propose
 from providers.models import ModelCall
-from resources import errors, soul_drafts
+from resources import errors
 from resources.bootstrap import bootstrap_seed, bootstrap_template
 from resources.models import ResourceRevision, SoulProposal
-from resources.soul import soul_apply, soul_deny, soul_propose
-from resources.soul_drafts import measure_change
+from resources.soul import soul_apply, soul_deny
 from tests.fakeprovider import Reply, error, provider_config_toml, use_config
 from tests.memory_factories import fact
 

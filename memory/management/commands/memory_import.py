@@ -1,4 +1,5 @@
 import json
+import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -13,8 +14,6 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **options):
-        import sys
-
         try:
             if options["file"] == "-":
                 text = sys.stdin.read()

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from resources.doctor import ERROR, doctor_report
+from console.doctor import ERROR, doctor_report
 
 
 class Command(BaseCommand):

@@ -19,6 +19,7 @@ from fermix_site import conf as conf_module
 from fermix_site import health
 from fermix_site.conf import ConfigError, conf
 from fermix_site.storage import SQLITE_SYNCHRONOUS, SYNCHRONOUS_LEVELS, storage_state
+from memory import checks as memory_checks
 from resources.bootstrap import BOOTSTRAP_TYPES, TEMPLATE_DIR, bootstrap_template_check
 from resources.catalog import FILE_NAMES, content_hash
 from resources.files import read_bytes, resource_file_path
@@ -93,22 +94,19 @@ def _from_system_check(name: str, messages, ok_message: str) -> Check:
 
 
 def check_fts() -> Check:
-    from memory.checks import check_fts_triggers, check_search_indexes
-
     if _connection().vendor == "postgresql":
-        return _from_system_check("fts_triggers", check_search_indexes(),
+        return _from_system_check("fts_triggers", memory_checks.check_search_indexes(),
                                   "PostgreSQL search vectors are kept by the database; their GIN indexes are present")
     if _connection().vendor != "sqlite":
         return Check("fts_triggers", OK, "no full-text index on this database")
-    return _from_system_check("fts_triggers", check_fts_triggers(), "FTS5 mirrors and their triggers are present")
+    return _from_system_check("fts_triggers", memory_checks.check_fts_triggers(),
+                              "FTS5 mirrors and their triggers are present")
 
 
 def check_wal() -> Check:
-    from memory.checks import check_wal as wal
-
     if _connection().vendor != "sqlite":
         return Check("wal", OK, "not SQLite: journal mode does not apply")
-    return _from_system_check("wal", wal(), "SQLite journal_mode is WAL")
+    return _from_system_check("wal", memory_checks.check_wal(), "SQLite journal_mode is WAL")
 
 
 def check_revision_hashes() -> Check:

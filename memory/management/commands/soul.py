@@ -1,7 +1,8 @@
 from django.utils import timezone
 
+from memory.soul_drafts import soul_propose
 from resources.cli import ResourceCommand, positive_int
-from resources.soul import OWNER_TRUST, soul_apply, soul_deny, soul_propose
+from resources.soul import OWNER_TRUST, soul_apply, soul_deny
 
 
 class Command(ResourceCommand):

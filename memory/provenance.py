@@ -20,8 +20,14 @@ class LineSource:
     event: MemoryEvent | None = None
     run: ReviewRun | None = None
     message_ids: list[int] = field(default_factory=list)
-    conversation_url: str = ""
     note: str = ""
+
+    @property
+    def conversation(self) -> tuple[str, str, str] | None:
+        """The conversation the row was written in (channel, chat id, thread), as tool and reviewer rows
+        record it."""
+        parts = self.memory.session_id.split(":") if self.memory else []
+        return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
 
 
 def _matches(row: Memory, line: str) -> bool:
@@ -54,14 +60,6 @@ def _run_of(event: MemoryEvent | None) -> ReviewRun | None:
     return None
 
 
-def _conversation_url(row: Memory) -> str:
-    """The messages of the conversation a row was written in (tool and reviewer rows record it)."""
-    from memory.admin import conversation_messages_url
-
-    parts = row.session_id.split(":")
-    return conversation_messages_url(*parts, agent_id=row.agent_id) if len(parts) == 3 else ""
-
-
 def line_sources(*, agent_id: str, resource_type: str, content: str) -> list[LineSource]:
     """One entry per `- value` line of a USER.md or MEMORY.md revision, with where it came from."""
     rendered = render_for_agent(agent_id, resource_type)
@@ -91,6 +89,5 @@ def line_sources(*, agent_id: str, resource_type: str, content: str) -> list[Lin
         if row.source_message_id and row.source_message_id not in ids:
             ids.append(row.source_message_id)
         source.message_ids = ids
-        source.conversation_url = _conversation_url(row)
         out.append(source)
     return out

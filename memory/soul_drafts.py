@@ -7,8 +7,9 @@ messages travel in the user message as JSON data; the system message holds only 
 nothing in the evidence can pose as one. A review may change at most 15 % of the file's bytes and 12
 lines: a larger draft gets one re-prompt that states the bound and how far it went, then is refused.
 
-The result is an ordinary pending proposal (`soul_propose` with the draft), applied or denied by token
-like any other and written as `soul_curation`. No transaction is open while the model is asked: the
+`soul_propose` here is the way in for every mode: `review` and `suggest` without a draft are drafted
+first, then every mode is an ordinary pending proposal (`resources.soul.soul_propose`), applied or denied
+by token like any other and written as `soul_curation`. No transaction is open while the model is asked: the
 reads commit on their own, and the proposal is one INSERT afterwards.
 """
 
@@ -36,7 +37,8 @@ from resources.errors import (
     UnusableDraft,
 )
 from resources.models import SoulProposal
-from resources.soul import require_owner, soul_on_disk, soul_propose
+from resources.soul import CURATION_MODES, require_owner, soul_on_disk
+from resources.soul import soul_propose as pending_proposal
 
 AGENT_TAG = "soul_curation"
 Mode = SoulProposal.Mode
@@ -338,10 +340,21 @@ def soul_draft(*, agent_id: str, mode: str, trust: str, instruction: str = "", r
     instruction = _check_request(agent_id, mode, instruction)
     current, base_hash = soul_on_disk(agent_id)
     _check_current(mode, current)
-    soul, rationale, metadata = _draft(agent_id, mode, current, instruction)
-    if soul == current:
+    draft, rationale, metadata = _draft(agent_id, mode, current, instruction)
+    if draft == current:
         reason = f" The model said: {rationale}" if rationale else ""
         raise NoChange(f"no change proposed: the draft is SOUL.md as it is.{reason}")
-    return soul_propose(agent_id=agent_id, mode=mode, trust=trust, draft=soul, rationale=rationale,
-                        instruction=instruction, requested_by=requested_by, metadata=metadata,
-                        drafted_from=base_hash)
+    return pending_proposal(agent_id=agent_id, mode=mode, trust=trust, draft=draft, rationale=rationale,
+                            instruction=instruction, requested_by=requested_by, metadata=metadata,
+                            drafted_from=base_hash)
+
+
+def soul_propose(*, agent_id: str, mode: str, trust: str, instruction: str = "", requested_by: str = "",
+                 draft: str | None = None, **fields) -> SoulProposal:
+    """Propose a SOUL.md change in any mode: `review` and `suggest` without a `draft` ask the model for
+    one first (`soul_draft`); `revert`, `reset` and given drafts go straight to a pending proposal."""
+    if mode in CURATION_MODES and draft is None:
+        return soul_draft(agent_id=agent_id, mode=mode, trust=trust, instruction=instruction,
+                          requested_by=requested_by)
+    return pending_proposal(agent_id=agent_id, mode=mode, trust=trust, instruction=instruction,
+                            requested_by=requested_by, draft=draft, **fields)

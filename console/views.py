@@ -13,8 +13,12 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from fermix_site import charts, web_setup
+from console import charts, web_setup
 from fermix_site.conf import ConfigError, conf
+from memory.admin import context_share
+from memory.models import Conversation, Memory, ReviewRun
+from resources.catalog import display_name
+from resources.models import ResourceRevision
 
 DAYS = 30
 TOP_CONVERSATIONS = 25
@@ -26,8 +30,6 @@ def _days(now) -> list[str]:
 
 
 def review_chart(since, days):
-    from memory.models import ReviewRun
-
     rows = (ReviewRun.objects.filter(started_at__gte=since).annotate(day=TruncDate("started_at"))
             .values_list("day", "status").annotate(n=Count("id")).order_by())
     values = {(day.isoformat(), status): n for day, status, n in rows}
@@ -38,8 +40,6 @@ def review_chart(since, days):
 
 
 def memory_chart():
-    from memory.models import Memory
-
     rows = (Memory.objects.values_list("category", "scope_type")
             .annotate(live=Count("id", filter=Q(archived_at__isnull=True)),
                       archived=Count("id", filter=Q(archived_at__isnull=False))).order_by())
@@ -54,9 +54,6 @@ def memory_chart():
 
 
 def context_chart():
-    from memory.admin import context_share
-    from memory.models import Conversation
-
     threshold = conf.compaction.threshold
     candidates = Conversation.objects.filter(last_peak_prompt_tokens__isnull=False).order_by(
         "-last_peak_prompt_tokens")[:200]
@@ -72,9 +69,6 @@ def context_chart():
 
 
 def revision_chart(since, days):
-    from resources.catalog import display_name
-    from resources.models import ResourceRevision
-
     rows = (ResourceRevision.objects.filter(created_at__gte=since).annotate(day=TruncDate("created_at"))
             .values_list("resource_type", "day").annotate(n=Count("id")).order_by())
     series: dict[str, dict[str, int]] = {}
