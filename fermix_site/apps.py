@@ -19,21 +19,14 @@ def ensure_schedules(sender, using="default", **kwargs):
             "func": func, "schedule_type": getattr(Schedule, schedule_type), "minutes": minutes, "repeats": -1})
 
 
-def worker_spawned(sender, proc_name=None, **kwargs):
-    from fermix_site import health
-
-    try:
-        health.beat(proc=proc_name)
-    except Exception:  # noqa: BLE001 - a heartbeat must never stop a worker from starting
-        pass
-
-
 class FermixSiteConfig(AppConfig):
     name = "fermix_site"
     verbose_name = "Fermix"
 
     def ready(self):
         from django_q.signals import post_spawn
+
+        from fermix_site.health import worker_spawned
 
         post_migrate.connect(ensure_schedules, sender=self)
         post_spawn.connect(worker_spawned, dispatch_uid="fermix-heartbeat-on-spawn")

@@ -43,3 +43,11 @@ def report() -> dict:
     storage = storage_state()
     status = "ok" if database["ok"] and storage["ok"] else "error"
     return {"status": status, "database": database, "storage": storage, "worker": worker}
+
+
+def worker_spawned(sender, proc_name=None, **kwargs):
+    """django-q2's `post_spawn`: a worker that starts beats at once."""
+    try:
+        beat(proc=proc_name)
+    except Exception:  # noqa: BLE001 - a heartbeat must never stop a worker from starting
+        pass

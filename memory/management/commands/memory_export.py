@@ -3,6 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from memory.portability import PortabilityError, export_path, memory_export
+from resources.files import write_atomic
 
 
 class Command(BaseCommand):
@@ -20,7 +21,6 @@ class Command(BaseCommand):
             text = json.dumps(document, ensure_ascii=False)
             if options["output"]:
                 path = export_path(options["output"])
-                from resources.files import write_atomic
 
                 write_atomic(path, text.encode("utf-8"))
                 self.stderr.write(f"wrote {len(document['objects'])} row(s) to {path}")
