@@ -269,8 +269,8 @@ def rebuild_after(request, rows: list[Memory]) -> None:
 def actor_html(event: MemoryEvent) -> str:
     """Who made a change, linked to the review run when the reviewer did."""
     actor = f"{event.actor_type}:{event.actor_id}" if event.actor_id else event.actor_type
-    if event.actor_id.startswith("run:") and event.actor_id[4:].isdigit():
-        return link(reverse("admin:memory_reviewrun_change", args=[int(event.actor_id[4:])]), actor)
+    if event.run_id:
+        return link(reverse("admin:memory_reviewrun_change", args=[event.run_id]), actor)
     return format_html("{}", actor)
 
 
@@ -349,9 +349,9 @@ class MemoryAdmin(BigTableAdmin):
                     conversation_messages_url(channel, chat_id, thread, obj.agent_id), obj.session_id)))
             except ValueError:
                 parts.append(format_html("session: {}", obj.session_id))
-        if obj.run_id.startswith("run:") and obj.run_id[4:].isdigit():
-            url = reverse("admin:memory_reviewrun_change", args=[int(obj.run_id[4:])])
-            parts.append(format_html("written by {}", link(url, f"review run {obj.run_id[4:]}")))
+        if obj.run_id:
+            url = reverse("admin:memory_reviewrun_change", args=[obj.run_id])
+            parts.append(format_html("written by {}", link(url, f"review run {obj.run_id}")))
         if obj.source_message_id:
             url = reverse("admin:memory_message_change", args=[obj.source_message_id])
             parts.append(format_html("from {}", link(url, f"message #{obj.source_message_id}")))

@@ -50,6 +50,7 @@ class Writer:
     conversation: ConversationKey | None = None
     job_source_key: str = ""  # `job:<id>` for scheduled job runs
     actor_id: str = ""  # review run id, tool name, operator name, job run id
+    run_id: int | None = None  # the review run writing, for the rows' and events' `run`
 
     @property
     def actor_type(self) -> str:
@@ -145,7 +146,7 @@ def admit_add(
         agent_id=writer.agent_id, owner_id=writer.owner_id, scope_type=scope_type, scope_id=scope_id,
         key=key, value=value, category=category, confidence=confidence, source=source,
         actor_type=writer.actor_type, actor_id=writer.actor_id, reason=reason,
-        session_id=str(writer.conversation or ""), run_id=writer.actor_id if writer.kind == "reviewer" else "",
+        session_id=str(writer.conversation or ""), run_id=writer.run_id,
         source_message_id=source_message_id,
     )
 
@@ -166,7 +167,7 @@ def admit_replace(writer: Writer, *, memory_id: int, value: str, category: str |
                                                  "archive it and add a new one")
     return rows.memory_replace(memory_id=memory_id, value=value, category=category,
                                actor_type=writer.actor_type, actor_id=writer.actor_id, reason=reason,
-                               run_id=writer.actor_id if writer.kind == "reviewer" else "")
+                               run_id=writer.run_id)
 
 
 def admit_archive(writer: Writer, *, memory_id: int, reason: str = "") -> Memory:
@@ -176,4 +177,5 @@ def admit_archive(writer: Writer, *, memory_id: int, reason: str = "") -> Memory
         raise AdmissionError(rows.NOT_FOUND, f"memory row {memory_id} does not exist")
     check_row(writer, memory)
     return rows.memory_archive(memory_id=memory_id, archived_by=f"{writer.actor_type}:{writer.actor_id}".rstrip(":"),
-                               reason=reason, actor_type=writer.actor_type, actor_id=writer.actor_id)
+                               reason=reason, actor_type=writer.actor_type, actor_id=writer.actor_id,
+                               run_id=writer.run_id)

@@ -141,7 +141,8 @@ class Memory(models.Model):
     source_name = models.CharField(max_length=200, blank=True, default="")
     source_description = models.TextField(blank=True, default="")
     session_id = models.CharField(max_length=600, blank=True, default="")
-    run_id = models.CharField(max_length=64, blank=True, default="")
+    run = models.ForeignKey("ReviewRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                            help_text="the review run that last wrote the row")
     source_message_id = models.BigIntegerField(null=True, blank=True)
     archived_at = models.DateTimeField(null=True, blank=True)
     archived_by = models.CharField(max_length=200, blank=True, default="")
@@ -206,6 +207,8 @@ class MemoryEvent(models.Model):
     after_category = models.CharField(max_length=16, blank=True, default="")
     actor_type = models.CharField(max_length=32)  # reviewer, tool, operator, job, system, import
     actor_id = models.CharField(max_length=200, blank=True, default="")
+    run = models.ForeignKey("ReviewRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="events",
+                            help_text="the review run that made the change")
     reason = models.TextField(blank=True, default="")
     created_at = models.DateTimeField()
 

@@ -21,15 +21,16 @@ from django.utils import timezone
 from fermix_site import generations
 from fermix_site.conf import conf, valid_id
 from memory.errors import CodedError
-from memory.models import Conversation, Memory, MemoryEvent, MemorySource, Message, ReviewState
+from memory.models import Conversation, Memory, MemoryEvent, MemorySource, Message, ReviewRun, ReviewState
 from resources import files
 from resources.catalog import is_file_backed
 from resources.models import Resource, ResourceRevision
 
-FORMAT, VERSION = "fermix-export", 1
+FORMAT, VERSION = "fermix-export", 2
+READ_VERSIONS = (1, 2)  # 1: a row named its review run as text in `run_id`, and the runs were not exported
 EXPORT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 # Dependency order: a row's foreign keys point at rows earlier in this list.
-MODELS = (MemorySource, Conversation, Message, Memory, MemoryEvent, ReviewState, Resource, ResourceRevision)
+MODELS = (MemorySource, Conversation, Message, ReviewRun, Memory, MemoryEvent, ReviewState, Resource, ResourceRevision)
 
 
 class PortabilityError(CodedError):
@@ -73,7 +74,9 @@ def _querysets(agent_id: str | None, owner_id: str | None) -> list:
             pk__in=memories.exclude(source_id=None).values("source_id"))
         states = ReviewState.objects.filter(agent_id__in=agents, conversation_key__in=checkpoint_scopes)
     events = MemoryEvent.objects.filter(memory__in=memories)
-    return [sources, conversations, messages, memories, events, states, resources, revisions]
+    runs = (ReviewRun.objects.filter(pk__in=memories.exclude(run=None).values("run_id"))
+            | ReviewRun.objects.filter(pk__in=events.exclude(run=None).values("run_id")))
+    return [sources, conversations, messages, runs, memories, events, states, resources, revisions]
 
 
 class ExactJSONEncoder(DjangoJSONEncoder):
@@ -108,9 +111,13 @@ def export_path(name: str):
 def _check(document) -> list[dict]:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise PortabilityError("invalid_document", "this is not a Fermix export (format is not fermix-export)")
-    if document.get("version") != VERSION:
+    if document.get("version") not in READ_VERSIONS:
         raise PortabilityError("invalid_document", f"unsupported export version {document.get('version')!r}")
     objects = document.get("objects")
+    if document["version"] == 1 and isinstance(objects, list):
+        for row in objects:
+            if isinstance(row, dict) and row.get("model") == "memory.memory" and isinstance(row.get("fields"), dict):
+                row["fields"].pop("run_id", None)
     allowed = {m._meta.label_lower for m in MODELS}
     if not isinstance(objects, list) or not all(isinstance(o, dict) and o.get("model") in allowed for o in objects):
         raise PortabilityError("invalid_document", f"objects must be rows of {', '.join(sorted(allowed))}")

@@ -54,12 +54,6 @@ def _writer(row: Memory, value: str) -> MemoryEvent | None:
     return (MemoryEvent.objects.filter(memory=row, after_value=value, action__in=WRITES).order_by("-id").first())
 
 
-def _run_of(event: MemoryEvent | None) -> ReviewRun | None:
-    if event and event.actor_id.startswith("run:") and event.actor_id[4:].isdigit():
-        return ReviewRun.objects.filter(pk=int(event.actor_id[4:])).first()
-    return None
-
-
 def line_sources(*, agent_id: str, resource_type: str, content: str) -> list[LineSource]:
     """One entry per `- value` line of a USER.md or MEMORY.md revision, with where it came from."""
     rendered = render_for_agent(agent_id, resource_type)
@@ -84,7 +78,7 @@ def line_sources(*, agent_id: str, resource_type: str, content: str) -> list[Lin
             source.note = "no memory row holds this value any more"
             out.append(source)
             continue
-        source.memory, source.event, source.run = row, event, _run_of(event)
+        source.memory, source.event, source.run = row, event, event.run if event else None
         ids = list(source.run.input_message_ids) if source.run else []
         if row.source_message_id and row.source_message_id not in ids:
             ids.append(row.source_message_id)

@@ -222,7 +222,7 @@ def _run(run: ReviewRun, key: ConversationKey, state: ReviewState, token: str, p
     operations = review_ops.parse_output(answer.text)
     trust = Trust.OPERATOR if all(m.trust == Trust.OPERATOR for m in packed.messages) else Trust.GUEST
     writer = Writer(kind="reviewer", agent_id=agent_id, owner_id=run.owner_id, trust=trust, conversation=key,
-                    actor_id=f"run:{run.id}")
+                    actor_id=f"run:{run.id}", run_id=run.id)
     applied = _commit(run, state, token, writer, operations, packed)
     if applied.memory_ids:
         # A file none of the changed rows renders into renders as it did for the model: the rebuild

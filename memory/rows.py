@@ -91,7 +91,8 @@ _BY_KEY_SQL = (f'SELECT * FROM "{Memory._meta.db_table}" WHERE "agent_id" = %s A
                'AND "scope_type" = %s AND "scope_id" = %s AND "key" = %s')
 
 
-def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: str, actor_id: str, reason: str):
+def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: str, actor_id: str, reason: str,
+           run_id: int | None = None):
     _insert_event(MemoryEvent(
         memory=memory,
         action=action,
@@ -101,6 +102,7 @@ def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: st
         after_category=memory.category,
         actor_type=actor_type,
         actor_id=str(actor_id)[:200],
+        run_id=run_id,
         reason=reason or "",
         created_at=timezone.now(),
     ))
@@ -125,7 +127,7 @@ def memory_upsert(
     actor_id: str = "",
     reason: str = "",
     session_id: str = "",
-    run_id: str = "",
+    run_id: int | None = None,
     source_message_id: int | None = None,
 ) -> tuple[Memory, str]:
     """Write a row by its unique key. Returns (row, action) with action add, replace, resave or unchanged.
@@ -144,7 +146,7 @@ def memory_upsert(
         source_name=source.name if source else "",
         source_description=source.description if source else "",
         session_id=session_id,
-        run_id=str(run_id),
+        run_id=run_id,
         source_message_id=source_message_id,
     )
     with transaction.atomic():
@@ -170,7 +172,7 @@ def memory_upsert(
                 setattr(existing, name, field_value)
             existing.save()
             memory = existing
-        _event(memory, action, before=before, actor_type=actor_type, actor_id=actor_id, reason=reason)
+        _event(memory, action, before=before, actor_type=actor_type, actor_id=actor_id, reason=reason, run_id=run_id)
         generations.bump(generation_name(agent_id))
     return memory, str(action)
 
@@ -196,7 +198,7 @@ def memory_replace(
     actor_type: str,
     actor_id: str = "",
     reason: str = "",
-    run_id: str = "",
+    run_id: int | None = None,
 ) -> Memory:
     """Correct an existing, non-archived row in place (the reviewer's `replace`, the tools' id+value)."""
     value = validate_value(value)
@@ -212,16 +214,17 @@ def memory_replace(
             memory.category, memory.promote_target = category, promote_target_for(category)
         memory.updated_at = timezone.now()
         if run_id:
-            memory.run_id = str(run_id)
+            memory.run_id = run_id
         memory.save()
         _event(memory, MemoryEvent.Action.REPLACE, before=before, actor_type=actor_type, actor_id=actor_id,
-               reason=reason)
+               reason=reason, run_id=run_id)
         generations.bump(generation_name(memory.agent_id))
     return memory
 
 
 def memory_archive(
-    *, memory_id: int, archived_by: str, reason: str = "", actor_type: str = "operator", actor_id: str = ""
+    *, memory_id: int, archived_by: str, reason: str = "", actor_type: str = "operator", actor_id: str = "",
+    run_id: int | None = None,
 ) -> Memory:
     """Archive a row (kept, restorable); archiving an archived row is refused as `already_archived`."""
     with transaction.atomic():
@@ -233,7 +236,7 @@ def memory_archive(
         memory.archived_by, memory.archive_reason = archived_by[:200], reason or ""
         memory.save(update_fields=["archived_at", "archived_by", "archive_reason", "updated_at"])
         _event(memory, MemoryEvent.Action.ARCHIVE, before=before, actor_type=actor_type,
-               actor_id=actor_id or archived_by, reason=reason)
+               actor_id=actor_id or archived_by, reason=reason, run_id=run_id)
         generations.bump(generation_name(memory.agent_id))
     return memory
 
