@@ -18,6 +18,7 @@ from django.db.migrations.executor import MigrationExecutor
 from fermix_site import conf as conf_module
 from fermix_site import health
 from fermix_site.conf import ConfigError, conf
+from fermix_site.queries import database_answers
 from fermix_site.storage import SQLITE_SYNCHRONOUS, SYNCHRONOUS_LEVELS, storage_state
 from memory import checks as memory_checks
 from resources.bootstrap import BOOTSTRAP_TYPES, TEMPLATE_DIR, bootstrap_template_check
@@ -185,8 +186,7 @@ def check_worker() -> Check:
 
 def _database() -> Check | None:
     try:
-        with _connection().cursor() as cursor:
-            cursor.execute("SELECT 1")
+        database_answers(_connection())
     except DatabaseError as exc:
         return Check("database", ERROR, f"database unreachable: {exc}")
     return None

@@ -11,11 +11,13 @@ from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.core.paginator import Paginator
-from django.db import DatabaseError, connection
+from django.db import connection
 from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
+
+from fermix_site import queries
 
 
 def table_estimate(model) -> int:
@@ -23,19 +25,7 @@ def table_estimate(model) -> int:
 
     Messages and memories are never deleted (only archived), so the highest id is close to the count.
     """
-    table = model._meta.db_table
-    try:
-        with connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass", [table])
-                row = cursor.fetchone()
-                if row and row[0] and row[0] > 0:
-                    return int(row[0])
-            cursor.execute(f"SELECT MAX(id) FROM {connection.ops.quote_name(table)}")
-            row = cursor.fetchone()
-            return int(row[0] or 0)
-    except DatabaseError:
-        return 0
+    return queries.table_estimate(connection, model._meta.db_table)
 
 
 class EstimatedCountPaginator(Paginator):

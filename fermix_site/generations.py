@@ -21,8 +21,7 @@ from typing import Any
 from django.db import connections, router
 
 from fermix_site.models import Generation
-
-TABLE = Generation._meta.db_table
+from fermix_site.queries import generation_bump
 
 
 def _connection():
@@ -31,26 +30,13 @@ def _connection():
 
 def bump(*names: str) -> dict[str, int]:
     """Increment each named generation; call inside the writing transaction. Returns the new values."""
-    values = {}
-    with _connection().cursor() as cursor:
-        for name in names:
-            cursor.execute(
-                f"INSERT INTO {TABLE} (name, value) VALUES (%s, 1) "
-                f"ON CONFLICT (name) DO UPDATE SET value = {TABLE}.value + 1 RETURNING value",
-                [name],
-            )
-            values[name] = cursor.fetchone()[0]
-    return values
+    connection = _connection()
+    return {name: generation_bump(connection, name) for name in names}
 
 
 def current(names: Iterable[str]) -> tuple[int, ...]:
     """The present value of each named generation (0 for one never bumped), in the order given."""
     names = list(names)
-    if len(names) == 1:
-        with _connection().cursor() as cursor:
-            cursor.execute(f"SELECT value FROM {TABLE} WHERE name = %s", names)
-            row = cursor.fetchone()
-        return (row[0] if row else 0,)
     found = dict(Generation.objects.filter(name__in=names).values_list("name", "value"))
     return tuple(found.get(n, 0) for n in names)
 

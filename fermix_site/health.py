@@ -6,6 +6,7 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from fermix_site.models import Heartbeat
+from fermix_site.queries import database_answers
 from fermix_site.storage import storage_state
 
 CLUSTER = "qcluster"
@@ -33,8 +34,7 @@ def worker_state() -> dict:
 def report() -> dict:
     """The service's state; `status` is "ok" only while the database answers and the disk has room."""
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+        database_answers(connection)
         database = {"ok": True, "vendor": connection.vendor}
         worker = worker_state()
     except DatabaseError as exc:

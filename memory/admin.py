@@ -29,7 +29,6 @@ from fermix_site.admin_kit import (
     short,
 )
 from fermix_site.conf import conf
-from memory import prompt_files
 from memory.compactor import context_window_for
 from memory.conversations import KINDS
 from memory.models import (
@@ -46,7 +45,7 @@ from memory.models import (
     ScopeType,
     Trust,
 )
-from memory.prompt_files import prompt_files_rebuild_after_commit, scope_reason
+from memory.prompt_files import placement, prompt_files_rebuild_after_commit
 from memory.reviewer import UndoError, review_undo
 from memory.rows import MemoryRowError, memory_archive, memory_history, memory_restore
 from memory.search import MAX_LIMIT, search_memories, search_messages
@@ -220,37 +219,6 @@ class MessageAdmin(BigTableAdmin, ReadOnlyAdmin):
 
 
 # --- memory rows ------------------------------------------------------------------------------------
-
-
-def render_rows(agent_id: str, resource_type: str):
-    """What render_for_agent decides for each row, without counting the rows left out by the caps
-    (a COUNT per section that a changelist page does not need)."""
-    candidates = prompt_files._candidates(agent_id, resource_type)
-    rows = []
-    for section in prompt_files.FILES[resource_type]:
-        newest = candidates.filter(category=section.category).order_by("-updated_at", "-id")
-        rows.extend(newest.only("id", "category", "value", "updated_at")[: section.cap])
-    return prompt_files.render(resource_type, rows, prompt_files.token_cap(resource_type))
-
-
-def placement(memory: Memory, renders: dict) -> tuple[str, str]:
-    """("USER.md › Identity", "") when the row renders, else ("", why not): scope rule, cap or budget.
-
-    `renders` caches one render per (agent, file) for the page, so a page of rows costs two renders.
-    """
-    reason = scope_reason(memory)
-    if reason:
-        return "", reason
-    resource_type = "user_md" if memory.promote_target == "user_md" else "memory_md"
-    key = (memory.agent_id, resource_type)
-    if key not in renders:
-        renders[key] = render_rows(memory.agent_id, resource_type)
-    rendered = renders[key]
-    if memory.id in rendered.shown:
-        return f"{rendered.file_name} › {rendered.shown[memory.id]}", ""
-    if memory.id in rendered.over_budget:
-        return "", f"over {rendered.file_name}'s token budget ({rendered.cap} tokens)"
-    return "", "over its section's row cap (newer rows are kept)"
 
 
 def rebuild_after(request, rows: list[Memory]) -> None:

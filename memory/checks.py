@@ -3,7 +3,7 @@
 from django.core.checks import Error, Warning, register
 from django.db import DatabaseError, connections
 
-from memory import fts
+from memory import fts, queries
 
 
 def _connection():
@@ -27,23 +27,21 @@ def check_fts_triggers(app_configs=None, **kwargs):
     ]
 
 
-def _rows(vendor: str, sql: str) -> list[tuple] | None:
-    """The rows of `sql` on the default database when it is `vendor`; None otherwise, or when there is
-    no database yet (a check before `migrate` has nothing to say)."""
+def _rows(vendor: str, query) -> list[tuple] | None:
+    """The rows `query(connection)` reads on the default database when it is `vendor`; None otherwise, or
+    when there is no database yet (a check before `migrate` has nothing to say)."""
     connection = _connection()
     if connection.vendor != vendor:
         return None
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(sql)
-            return cursor.fetchall()
+        return query(connection)
     except DatabaseError:
         return None
 
 
 @register()
 def check_wal(app_configs=None, **kwargs):
-    rows = _rows("sqlite", "PRAGMA journal_mode")
+    rows = _rows("sqlite", queries.journal_mode)
     if not rows:
         return []
     mode = rows[0][0]
@@ -64,8 +62,7 @@ POSTGRES_SEARCH_INDEXES = ("messages_search_idx", "memories_search_idx", "messag
 @register()
 def check_search_indexes(app_configs=None, **kwargs):
     """PostgreSQL: the GIN indexes recall relies on (migrations 0004 and 0008) are present."""
-    rows = _rows("postgresql", "SELECT tablename, indexname FROM pg_indexes WHERE schemaname = current_schema() "
-                               "AND tablename IN ('messages', 'memories')")
+    rows = _rows("postgresql", queries.search_indexes)
     if not rows or not {table for table, _ in rows} >= {"messages", "memories"}:
         return []  # not migrated yet
     missing = [name for name in POSTGRES_SEARCH_INDEXES if name not in {index for _, index in rows}]

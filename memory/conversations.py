@@ -14,13 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from django.db import OperationalError, connection, transaction
-from django.db.models import Q
+from django.db import OperationalError, transaction
 from django.utils import timezone
 
 from fermix_site import generations
 from fermix_site.conf import conf, valid_id
-from fermix_site.statements import PreparedInsert
 from memory.errors import CodedError
 from memory.models import Conversation, Message, Role, Trust
 
@@ -41,15 +39,6 @@ KEY_RE = re.compile(KEY_PATTERN)
 
 _window_cache = generations.local_cache(max_entries=4096)
 
-# The append and the window load run on every turn; their statements are written once here (portable
-# SQL) because the ORM's building of them cost more than running them.
-_EXISTS_SQL = f'SELECT 1 FROM "{Conversation._meta.db_table}" WHERE "agent_id" = %s AND "key" = %s'
-_CONVERSATION_SQL = (f'SELECT "id", "window_start_id", "checkpoint_message_id", "pinned_message_ids" FROM '
-                     f'"{Conversation._meta.db_table}" WHERE "agent_id" = %s AND "key" = %s')
-_WINDOW_SQL = (f'SELECT * FROM "{Message._meta.db_table}" WHERE ("agent_id" = %s AND "channel" = %s AND "chat_id" = %s '
-               'AND "thread_scope" = %s AND "id" >= %s AND "kind" <> %s)')
-_WINDOW_HEAD_SQL = ' OR "id" IN ({})'
-_insert = PreparedInsert(Message)
 T = TypeVar("T")
 
 
@@ -179,19 +168,11 @@ def retry_when_locked(write: Callable[[], T], what: str) -> T:
     raise AssertionError("unreachable")
 
 
-def _conversation_exists(agent_id: str, key: ConversationKey) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(_EXISTS_SQL, [agent_id, str(key)])
-        return cursor.fetchone() is not None
-
-
 def _append_once(agent_id: str, key: ConversationKey, fields: dict, also: Callable[[Message], None] | None) -> Message:
     name = generation_name(agent_id, key)
     with transaction.atomic():
-        # Every append runs this: a one-row index probe, and the ORM's get_or_create only the first time.
-        if not _conversation_exists(agent_id, key):
-            conversation_get_or_create(agent_id=agent_id, key=key, owner_id=fields["owner_id"])
-        message = _insert(Message(created_at=timezone.now(), **fields))
+        conversation_get_or_create(agent_id=agent_id, key=key, owner_id=fields["owner_id"])
+        message = Message.objects.create(created_at=timezone.now(), **fields)
         new_generation = generations.bump(name)[name]
         if also is not None:
             also(message)
@@ -211,31 +192,21 @@ def _write_through(agent_id: str, key: ConversationKey, message: Message, new_ge
 
 def _load_window(agent_id: str, key: ConversationKey) -> tuple[Message, ...]:
     """The whole current window: pinned system messages, the latest checkpoint summary, then every
-    message after the window start."""
-    conversation = next(iter(Conversation.objects.raw(_CONVERSATION_SQL, [agent_id, str(key)])), None)
+    message after the window start (the newest `max_conversation_history` of them when that is set)."""
+    conversation = (Conversation.objects.filter(agent_id=agent_id, key=str(key))
+                    .only("window_start_id", "checkpoint_message_id", "pinned_message_ids").first())
     if conversation is None:
         return ()
-    start = conversation.window_start_id
-    head_ids = list(conversation.pinned_message_ids or [])
-    if conversation.checkpoint_message_id:
-        head_ids.append(conversation.checkpoint_message_id)
+    pinned_ids = sorted(conversation.pinned_message_ids or [])
+    head_ids = [*pinned_ids, *([conversation.checkpoint_message_id] if conversation.checkpoint_message_id else [])]
+    # By id, so the index range starts at the window, not at the conversation's first message.
+    in_window = (Message.objects.filter(agent_id=agent_id, id__gte=conversation.window_start_id, **key.filter())
+                 .exclude(kind="checkpoint").order_by("-created_at", "-id"))
     bound = conf.memory.max_conversation_history
-    if bound is not None:
-        in_window = Q(agent_id=agent_id, id__gte=start, **key.filter()) & ~Q(kind="checkpoint")
-        rows = list(reversed(Message.objects.filter(in_window).order_by("-created_at", "-id")[:bound]))
-        fetched = {m.id: m for m in Message.objects.filter(pk__in=head_ids)} if head_ids else {}
-    else:
-        # One query, by id, so the index range starts at the window (not at the conversation's first
-        # message) and the pinned messages and the checkpoint come along; time order is put here.
-        sql = _WINDOW_SQL + (_WINDOW_HEAD_SQL.format(", ".join(["%s"] * len(head_ids))) if head_ids else "")
-        params = [agent_id, key.channel, key.chat_id, key.thread_scope, start, "checkpoint", *head_ids]
-        found = list(Message.objects.raw(sql, params))
-        fetched = {m.id: m for m in found}
-        rows = sorted((m for m in found if m.id >= start and m.kind != "checkpoint"),
-                      key=lambda message: (message.created_at, message.id))
-    pinned = [fetched[i] for i in sorted(conversation.pinned_message_ids or []) if i in fetched]
-    checkpoint = fetched.get(conversation.checkpoint_message_id)
-    return tuple(pinned) + ((checkpoint,) if checkpoint else ()) + tuple(rows)
+    rows = list(reversed(in_window[:bound] if bound is not None else in_window))
+    head = Message.objects.in_bulk(head_ids) if head_ids else {}
+    checkpoint = head.get(conversation.checkpoint_message_id)
+    return tuple(head[i] for i in pinned_ids if i in head) + ((checkpoint,) if checkpoint else ()) + tuple(rows)
 
 
 def window_read(*, agent_id: str, conversation: str | ConversationKey, limit: int | None = None) -> list[Message]:

@@ -20,9 +20,8 @@ from fermix_site import generations
 from fermix_site.conf import conf, valid_id
 from memory.conversations import ConversationKey
 from memory.conversations import generation_name as conversation_generation
-from memory.models import Conversation, Memory, MemorySource, Message, ReviewRun, ReviewState
+from memory.models import Conversation, Memory, MemorySource, Message, ReviewRun, ReviewState, memories_generation
 from memory.prompt_files import prompt_files_rebuild
-from memory.rows import generation_name as memories_generation
 from resources.models import ResourceRevision
 from resources.services import prompt_generation
 

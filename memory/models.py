@@ -41,6 +41,11 @@ class PromoteTarget(models.TextChoices):
     NONE = "", "none"
 
 
+def memories_generation(agent_id: str) -> str:
+    """The generation every change to the agent's memory rows bumps (`fermix_site.generations`)."""
+    return f"memories:{agent_id}"
+
+
 class Conversation(models.Model):
     """One conversation window: where it starts now, its checkpoint and its last measured context."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from fermix_site import generations
 from memory import prompt_files
-from memory.rows import generation_name as memories_generation
+from memory.models import memories_generation
 from resources import files
 from resources.bootstrap import bootstrap_load
 from resources.services import prompt_generation

@@ -13,15 +13,13 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
-from django.db import DatabaseError, connection
-from django.db.models import Q
+from django.db import DatabaseError
+from django.db.models import QuerySet
 
 from fermix_site import generations
 from fermix_site.conf import conf
-from memory.models import Category, Memory, ScopeType
-from memory.rows import generation_name as memories_generation
+from memory.models import Category, Memory, PromoteTarget, ScopeType, memories_generation
 from resources import files
 from resources.catalog import content_hash
 from resources.selectors import resource_current_hashes
@@ -38,23 +36,33 @@ _render_cache = generations.local_cache(max_entries=512)
 
 @dataclass(frozen=True)
 class Section:
+    """One section of a prompt file: the live rows of the agent's owner with this category, at one of
+    these scope types, newest first, at most `cap` of them."""
+
+    file: str
     heading: str
     category: str
     cap: int
+    scopes: tuple[str, ...]
 
 
-USER_SECTIONS = (
-    Section("Identity", Category.IDENTITY, 6),
-    Section("Preferences", Category.PREFERENCE, 6),
-    Section("Interests", Category.INTEREST, 6),
-    Section("Goals", Category.GOAL, 5),
+OWNER, AGENT, CONVERSATION = ScopeType.OWNER, ScopeType.AGENT, ScopeType.CONVERSATION
+# The rendering rule, the one place it is written: which rows render into which file, in what order and
+# how many. USER.md holds the user's profile at owner (or conversation) scope; MEMORY.md the directives
+# at agent or owner scope (a rule stated in one conversation is no standing rule) and the context at
+# any of the three. Job-scoped rows, conversation notes (no category) and other owners' rows never render.
+SECTIONS = (
+    Section("user_md", "Identity", Category.IDENTITY, 6, (OWNER, CONVERSATION)),
+    Section("user_md", "Preferences", Category.PREFERENCE, 6, (OWNER, CONVERSATION)),
+    Section("user_md", "Interests", Category.INTEREST, 6, (OWNER, CONVERSATION)),
+    Section("user_md", "Goals", Category.GOAL, 5, (OWNER, CONVERSATION)),
+    Section("memory_md", "Working Rules", Category.DIRECTIVE, 8, (AGENT, OWNER)),
+    Section("memory_md", "Context", Category.CONTEXT, 12, (AGENT, OWNER, CONVERSATION)),
 )
-MEMORY_SECTIONS = (
-    Section("Working Rules", Category.DIRECTIVE, 8),
-    Section("Context", Category.CONTEXT, 12),
-)
-FILES = {"user_md": USER_SECTIONS, "memory_md": MEMORY_SECTIONS}
 FILE_NAMES = {"user_md": "USER.md", "memory_md": "MEMORY.md"}
+FILES = {file: tuple(s for s in SECTIONS if s.file == file) for file in FILE_NAMES}
+SECTION_OF = {section.category: section for section in SECTIONS}
+RENDERED_SCOPES = {scope for section in SECTIONS for scope in section.scopes}
 
 
 def estimate_tokens(text: str) -> int:
@@ -130,45 +138,12 @@ def render(resource_type: str, rows: list[Memory], budget: int, *, over_cap: int
     return result
 
 
-# The scope rules, by category: USER.md renders user-profile rows at owner (or conversation) scope;
-# MEMORY.md renders directives at agent or owner scope (a conversation-scoped directive never renders)
-# and context at agent, owner or conversation scope. Job-scoped rows never render.
-RENDER_SCOPES = {
-    Category.IDENTITY: (ScopeType.OWNER, ScopeType.CONVERSATION),
-    Category.PREFERENCE: (ScopeType.OWNER, ScopeType.CONVERSATION),
-    Category.INTEREST: (ScopeType.OWNER, ScopeType.CONVERSATION),
-    Category.GOAL: (ScopeType.OWNER, ScopeType.CONVERSATION),
-    Category.DIRECTIVE: (ScopeType.AGENT, ScopeType.OWNER),
-    Category.CONTEXT: (ScopeType.AGENT, ScopeType.OWNER, ScopeType.CONVERSATION),
-}
-
-
-def _section_sql(category: str, select: str, tail: str = "") -> str:
-    """Live rows of the agent's owner that may render into one section. One category and its scope
-    types, so the partial index `memories_render_idx` answers both the newest rows and the count of the
-    rest without reading the table (an OR across categories would not use it)."""
-    scopes = ", ".join(["%s"] * len(RENDER_SCOPES[category]))
-    return (f'SELECT {select} FROM "{Memory._meta.db_table}" WHERE "agent_id" = %s AND "owner_id" = %s '
-            f'AND "archived_at" IS NULL AND "category" = %s AND "scope_type" IN ({scopes}){tail}')
-
-
-# Written out once: the ORM's building of these small queries cost four times their execution, and a
-# rebuild runs them after every review. A file reads its sections' rows in one statement (FILE_ROWS_SQL)
-# and counts the rest of its full sections in one more.
-SECTION_ROWS_SQL = {category: _section_sql(category, '"id", "category", "value", "updated_at"',
-                                           ' ORDER BY "updated_at" DESC, "id" DESC LIMIT %s')
-                    for category in RENDER_SCOPES}
-SECTION_COUNT_SQL = {category: _section_sql(category, "COUNT(*)") for category in RENDER_SCOPES}
-
-
-def _candidates(agent_id: str, resource_type: str):
-    """Live rows of the agent's owner that may render into the file, by the scope rules (RENDER_SCOPES).
-    Rows of other owners never render."""
-    allowed = Q()
-    for section in FILES[resource_type]:
-        allowed |= Q(category=section.category, scope_type__in=RENDER_SCOPES[section.category])
-    return Memory.objects.filter(agent_id=agent_id, owner_id=conf.memory.owner_id, archived_at__isnull=True).filter(
-        allowed)
+def section_rows(agent_id: str, section: Section) -> QuerySet[Memory]:
+    """The rows that may render into `section`, newest first (the partial index `memories_render_idx`
+    answers one category and its scope types, both for the newest rows and for the count of the rest)."""
+    rows = Memory.objects.filter(agent_id=agent_id, owner_id=conf.memory.owner_id, archived_at__isnull=True,
+                                 category=section.category, scope_type__in=section.scopes)
+    return rows.order_by("-updated_at", "-id")
 
 
 def _cache_key(agent_id: str, resource_type: str) -> tuple:
@@ -215,91 +190,80 @@ def carry_forward(rendered: RenderedFiles, *, writes: int, changed) -> None:
             _render_cache.put(rendered.keys[resource_type], at, value)
 
 
-SECTION_FILES = {section.category: resource_type for resource_type, sections in FILES.items() for section in sections}
-
-
 def files_rendering(memory: Memory, *categories: str) -> set[str]:
     """The files this row can render into, by owner and the scope rules, under its category and any of
     `categories` (what it was before a change), archived or not: a change to the row can change no other
     file. Rows of other owners render nowhere."""
     if memory.owner_id != conf.memory.owner_id:
         return set()
-    return {SECTION_FILES[category] for category in {memory.category, *categories}
-            if memory.scope_type in RENDER_SCOPES.get(category, ())}
+    sections = (SECTION_OF.get(category) for category in {memory.category, *categories})
+    return {section.file for section in sections if section and memory.scope_type in section.scopes}
 
 
-class _Row(NamedTuple):
-    """The columns `render` reads of a row."""
-
-    id: int
-    category: str
-    value: str
-    updated_at: object  # as the database returns it; only compared with the other rows' values
-
-
-def _file_rows_sql(resource_type: str) -> str:
-    """Every section's newest `cap` rows in one statement (each section still answered by the index)."""
-    return " UNION ALL ".join(f"SELECT * FROM ({SECTION_ROWS_SQL[section.category]}) AS s{index}"
-                              for index, section in enumerate(FILES[resource_type]))
-
-
-FILE_ROWS_SQL = {resource_type: _file_rows_sql(resource_type) for resource_type in FILES}
-
-
-def _section_params(agent_id: str, category: str) -> list:
-    return [agent_id, conf.memory.owner_id, str(category), *map(str, RENDER_SCOPES[category])]
-
-
-def _render_from_rows(agent_id: str, resource_type: str) -> Rendered:
-    """Load only each section's newest `cap` rows in one statement, then render. The rest of the full
-    sections is counted in a second one, when `over_cap` is first read (the rebuild reads it)."""
+def _render_from_rows(agent_id: str, resource_type: str, count_rest: bool = True) -> Rendered:
+    """Load only each section's newest `cap` rows, then render. The rest of the full sections is counted
+    when `over_cap` is first read (the rebuild reads it); `count_rest=False` never counts it."""
     sections = FILES[resource_type]
-    params = [value for section in sections for value in (*_section_params(agent_id, section.category), section.cap)]
-    with connection.cursor() as cursor:
-        cursor.execute(FILE_ROWS_SQL[resource_type], params)
-        rows = [_Row(*row) for row in cursor.fetchall()]
+    rows = [row for section in sections
+            for row in section_rows(agent_id, section).only("id", "category", "value", "updated_at")[:section.cap]]
     loaded = Counter(row.category for row in rows)
     full = [section for section in sections if loaded[section.category] == section.cap]
-    count_sql = "SELECT " + ", ".join(f"({SECTION_COUNT_SQL[section.category]})" for section in full)
-    count_params = [value for section in full for value in _section_params(agent_id, section.category)]
 
     def count_unloaded() -> int:
-        with connection.cursor() as cursor:
-            cursor.execute(count_sql, count_params)
-            return sum(cursor.fetchone()) - sum(section.cap for section in full)
+        return sum(section_rows(agent_id, section).count() - section.cap for section in full)
 
-    return render(resource_type, rows, token_cap(resource_type), count_unloaded=count_unloaded if full else None)
+    counted = count_unloaded if full and count_rest else None
+    return render(resource_type, rows, token_cap(resource_type), count_unloaded=counted)
 
 
 def scope_reason(memory: Memory) -> str | None:
-    """Why the scope rules keep this row out of the prompt files, or None when they allow it."""
+    """Why the rendering rule (SECTIONS) keeps this row out of the prompt files, or None when it allows it."""
     if memory.archived_at is not None:
         return "archived"
     if memory.owner_id != conf.memory.owner_id:
         return f"belongs to owner {memory.owner_id!r}, not the agent's owner {conf.memory.owner_id!r}"
-    if memory.scope_type == ScopeType.JOB:
-        return "job-scoped rows never render"
     if not memory.category:
         return "a conversation note (no category) never renders"
-    if memory.category == Category.DIRECTIVE and memory.scope_type == ScopeType.CONVERSATION:
-        return "conversation-scoped directives never render"
-    if memory.category not in {Category.DIRECTIVE, Category.CONTEXT} and memory.scope_type == ScopeType.AGENT:
-        return "user-profile rows render only at owner or conversation scope"
+    if memory.scope_type not in RENDERED_SCOPES:
+        return f"{memory.scope_type}-scoped rows never render"
+    section = SECTION_OF[memory.category]
+    if memory.scope_type not in section.scopes:
+        return (f"{memory.scope_type}-scoped {memory.category} rows never render ({memory.category} rows render "
+                f"at {' or '.join(section.scopes)} scope)")
     return None
 
 
-def why_not_rendered(memory: Memory) -> str | None:
-    """None when the row renders, else the reason it does not: scope rule, row cap or token budget."""
+def promote_target_for(category: str) -> str:
+    """The file a row of this category renders into when the rule allows it (the row's `promote_target`)."""
+    section = SECTION_OF.get(category)
+    return section.file if section else PromoteTarget.NONE
+
+
+def placement(memory: Memory, renders: dict | None = None) -> tuple[str, str]:
+    """("USER.md › Identity", "") when the row renders, else ("", why not): the rendering rule, its
+    section's row cap or the file's token budget. `renders` caches one render per (agent, file), so the
+    console's page of rows costs two renders; they skip counting the rows over the caps."""
     reason = scope_reason(memory)
     if reason:
-        return reason
-    resource_type = "user_md" if memory.promote_target == "user_md" else "memory_md"
-    rendered = render_for_agent(memory.agent_id, resource_type)
+        return "", reason
+    resource_type = promote_target_for(memory.category) or "memory_md"
+    if renders is None:
+        rendered = render_for_agent(memory.agent_id, resource_type)
+    else:
+        key = (memory.agent_id, resource_type)
+        if key not in renders:
+            renders[key] = _render_from_rows(memory.agent_id, resource_type, count_rest=False)
+        rendered = renders[key]
     if memory.id in rendered.shown:
-        return None
+        return f"{rendered.file_name} › {rendered.shown[memory.id]}", ""
     if memory.id in rendered.over_budget:
-        return f"over {rendered.file_name}'s token budget ({rendered.cap} tokens)"
-    return "over its section's row cap (newer rows are kept)"
+        return "", f"over {rendered.file_name}'s token budget ({rendered.cap} tokens)"
+    return "", "over its section's row cap (newer rows are kept)"
+
+
+def why_not_rendered(memory: Memory) -> str | None:
+    """None when the row renders, else the reason it does not: the rendering rule, row cap or token budget."""
+    return placement(memory)[1] or None
 
 
 def prompt_files_rebuild(

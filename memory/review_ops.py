@@ -11,17 +11,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
-from django.db import connection
-
-from fermix_site.statements import PreparedInsert
 from memory import prompt_files
 from memory.admission import AdmissionError, Writer, admit_add, admit_archive, admit_replace, scope_for
 from memory.models import Category, Memory, MemorySource, ReviewOperation, ReviewRun, ScopeType
-from memory.rows import MemoryRowError
-
-_insert_operation = PreparedInsert(ReviewOperation)
+from memory.rows import MemoryRowError, memory_by_key
 
 NOTHING_TO_SAVE = "Nothing to save."
 MAX_STATE_ROWS = 120
@@ -80,21 +74,13 @@ def pack_messages(candidates: list, *, max_messages: int, token_budget: int) -> 
     return ReviewInput(packed, tokens)
 
 
-# Written out once (served by `memories_recent_idx`): building it with the ORM cost more than running it.
-STATE_ROWS_SQL = (
-    f'SELECT "id", "category", "key", "value" FROM "{Memory._meta.db_table}" WHERE "agent_id" = %s '
-    'AND "owner_id" = %s AND "archived_at" IS NULL AND "scope_type" IN (%s, %s) AND "category" <> %s '
-    'ORDER BY "updated_at" DESC, "id" DESC LIMIT %s'
-)
-
-
 def state_rows(agent_id: str, owner_id: str) -> list[dict]:
     """The live rows the reviewer may replace or archive: the owner's profile and working knowledge,
     newest first, as the model is shown them (id, category, key, value)."""
-    with connection.cursor() as cursor:
-        cursor.execute(STATE_ROWS_SQL, [agent_id, owner_id, str(ScopeType.OWNER), str(ScopeType.AGENT), "",
-                                        MAX_STATE_ROWS])
-        return [{"id": i, "category": c, "key": k, "value": v} for i, c, k, v in cursor.fetchall()]
+    rows = (Memory.objects.filter(agent_id=agent_id, owner_id=owner_id, archived_at__isnull=True,
+                                  scope_type__in=(ScopeType.OWNER, ScopeType.AGENT))
+            .exclude(category="").order_by("-updated_at", "-id")[:MAX_STATE_ROWS])
+    return list(rows.values("id", "category", "key", "value"))
 
 
 def build_messages(review_input: ReviewInput, rows: list[dict], usage: dict, token_budget: int) -> list[dict]:
@@ -174,22 +160,6 @@ def _text(raw: dict, name: str) -> str:
     return value
 
 
-class _Before(NamedTuple):
-    """What a row held before an operation changed it (the operation's record keeps it, for undo)."""
-
-    value: str
-    category: str
-    archived_at: object
-
-
-# The row an `add` may change, by its unique key: written out once, as the ORM's building of it cost more
-# than its execution.
-BEFORE_BY_KEY_SQL = (
-    f'SELECT "value", "category", "archived_at" FROM "{Memory._meta.db_table}" WHERE "agent_id" = %s '
-    'AND "owner_id" = %s AND "scope_type" = %s AND "scope_id" = %s AND "key" = %s'
-)
-
-
 def _apply_one(run: ReviewRun, writer: Writer, raw, source: MemorySource, last_message_id: int | None):
     """Apply one operation; returns (ReviewOperation fields). Raises MemoryRowError to skip it."""
     if not isinstance(raw, dict):
@@ -204,10 +174,9 @@ def _apply_one(run: ReviewRun, writer: Writer, raw, source: MemorySource, last_m
             raise AdmissionError("invalid_category", f"category must be one of {', '.join(Category.values)}")
         key = _text(raw, "key").strip()
         scope_type, scope_id = scope_for(writer, category)
-        with connection.cursor() as cursor:
-            cursor.execute(BEFORE_BY_KEY_SQL, [writer.agent_id, writer.owner_id, scope_type, scope_id, key])
-            found = cursor.fetchone()
-        before = _Before(*found) if found else None
+        # What the row held before (the operation's record keeps it, for undo).
+        before = memory_by_key(agent_id=writer.agent_id, owner_id=writer.owner_id, scope_type=scope_type,
+                               scope_id=scope_id, key=key)
         row, action = admit_add(writer, key=key, value=_text(raw, "value"), category=category,
                                 source=source, reason=reason, source_message_id=last_message_id)
         return op, row, action, before
@@ -236,18 +205,18 @@ def apply_operations(run: ReviewRun, writer: Writer, operations: list, source: M
         except (AdmissionError, MemoryRowError) as exc:
             record.status, record.reason = "skipped", f"{exc.code}: {exc}"
             applied.skipped += 1
-            _insert_operation(record)
+            record.save(force_insert=True)
             continue
         if action == "unchanged":
             record.status, record.reason, record.memory = "skipped", "unchanged: the row already says this", row
             applied.skipped += 1
-            _insert_operation(record)
+            record.save(force_insert=True)
             continue
         record.status, record.memory, record.action, record.after_value = "applied", row, action, row.value
         if before is not None:
             record.before_value, record.before_category = before.value, before.category
             record.before_archived = before.archived_at is not None
-        _insert_operation(record)
+        record.save(force_insert=True)
         applied.memory_ids.append(row.id)
         applied.files |= prompt_files.files_rendering(row, *([before.category] if before is not None else []))
         if op == "add":

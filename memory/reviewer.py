@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django_q.tasks import async_task
 
 from fermix_site.conf import conf
-from fermix_site.statements import PreparedInsert, first_row
 from memory import review_ops
 from memory.admission import Writer
 from memory.conversations import ConversationKey
 from memory.errors import CodedError
-from memory.models import Conversation, MemorySource, Message, ReviewOperation, ReviewRun, ReviewState, Role, Trust
+from memory.models import Conversation, Message, ReviewOperation, ReviewRun, ReviewState, Role, Trust
 from memory.prompt_files import (
     FILE_NAMES,
     RenderedFiles,
@@ -34,7 +33,7 @@ from memory.prompt_files import (
     prompt_files_rebuild_after_commit,
     render_files,
 )
-from memory.rows import memory_archive, memory_revert
+from memory.rows import conversation_source, memory_archive, memory_revert
 from providers.chain import chat
 from providers.errors import ProviderError
 
@@ -43,7 +42,6 @@ logger = logging.getLogger("fermix.memory.reviewer")
 REVIEWABLE_KINDS = ("chat", "voice_turn")
 OK, NOTHING, SKIPPED, FAILED = "ok", "nothing_to_save", "skipped", "failed"
 MAX_OUTPUT_TOKENS = 2000
-_insert_run = PreparedInsert(ReviewRun)
 
 
 class PendingMessage(NamedTuple):
@@ -56,14 +54,11 @@ class PendingMessage(NamedTuple):
     created_at: datetime
 
 
-# Every review reads its messages with this (served by `messages_window_idx`); written once, as the
-# ORM's building of the statement and of its instances cost six times running it.
-_PENDING_SQL = (
-    f'SELECT "id", "owner_id", "trust", "content", "created_at" FROM "{Message._meta.db_table}" '
-    'WHERE "agent_id" = %s AND "channel" = %s AND "chat_id" = %s AND "thread_scope" = %s AND "id" > %s '
-    'AND "id" <= %s AND "role" = %s AND "kind" IN (%s, %s) AND "trust" <> %s ORDER BY "id" LIMIT %s'
-)
-_MAX_ID = 2**63 - 1  # no upper bound: the largest id a BigAutoField holds
+
+
+def reviewable() -> Q:
+    """The messages a review reads: sent by the user, chat or voice, not guest-flagged."""
+    return Q(role=Role.USER, kind__in=REVIEWABLE_KINDS) & ~Q(trust=Trust.GUEST)
 
 
 class ReviewBusy(Exception):
@@ -88,35 +83,17 @@ def _result(key: str, status: str, reason: str = "", run: ReviewRun | None = Non
     }
 
 
-# A conversation's state and its memory source exist after its first review: found with one written
-# statement, created through the ORM's get_or_create (which handles a concurrent creator) only then.
-_STATE_SQL = f'SELECT * FROM "{ReviewState._meta.db_table}" WHERE "agent_id" = %s AND "conversation_key" = %s'
-_SOURCE_SQL = f'SELECT * FROM "{MemorySource._meta.db_table}" WHERE "agent_id" = %s AND "key" = %s'
-
-
 def _state(agent_id: str, key: str) -> ReviewState:
-    return (first_row(ReviewState, _STATE_SQL, [agent_id, key])
-            or ReviewState.objects.get_or_create(agent_id=agent_id, conversation_key=key)[0])
-
-
-def _source(agent_id: str, key: ConversationKey) -> MemorySource:
-    source_key = key.source_key
-    return first_row(MemorySource, _SOURCE_SQL, [agent_id, source_key]) or MemorySource.objects.get_or_create(
-        agent_id=agent_id, key=source_key, defaults={"source_type": "conversation", "name": str(key)})[0]
+    return ReviewState.objects.get_or_create(agent_id=agent_id, conversation_key=key)[0]
 
 
 def pending_rows(agent_id: str, key: ConversationKey, cursor: int, upto_id: int | None, limit: int):
-    """User-sent messages after the cursor (up to `upto_id`) that the reviewer reads: not guest-flagged,
-    chat or voice. Oldest first, at most `limit`."""
-    params = [agent_id, key.channel, key.chat_id, key.thread_scope, cursor,
-              _MAX_ID if upto_id is None else upto_id, str(Role.USER),
-              *REVIEWABLE_KINDS, str(Trust.GUEST), limit]
-    with connection.cursor() as cursor_:
-        cursor_.execute(_PENDING_SQL, params)
-        rows = cursor_.fetchall()
-    # As the model's field gives it: SQLite returns naive datetimes, in UTC.
-    return [PendingMessage(i, o, t, c, at if timezone.is_aware(at) else timezone.make_aware(at, UTC))
-            for i, o, t, c, at in rows]
+    """The reviewable messages after the cursor (up to `upto_id`), oldest first, at most `limit`."""
+    rows = Message.objects.filter(reviewable(), agent_id=agent_id, id__gt=cursor, **key.filter())
+    if upto_id is not None:
+        rows = rows.filter(id__lte=upto_id)
+    fields = rows.order_by("id").values_list("id", "owner_id", "trust", "content", "created_at")[:limit]
+    return [PendingMessage(*row) for row in fields]
 
 
 def gate(state: ReviewState, *, force: bool, now) -> str | None:
@@ -155,7 +132,7 @@ def claim(state: ReviewState, token: str, now, run: ReviewRun) -> bool:
                                      status=ReviewRun.Status.RUNNING).update(
                 status=ReviewRun.Status.FAILED, finished_at=now,
                 reason="abandoned: the worker stopped before finishing and its claim expired; nothing was applied")
-        _insert_run(run)
+        run.save(force_insert=True)
     return True
 
 
@@ -262,7 +239,7 @@ def _commit(run: ReviewRun, state: ReviewState, token: str, writer: Writer, oper
             status=status, failure_count=0, last_error="")
         if released != 1:
             raise ValueError("the review's claim expired and was taken by another worker; nothing applied")
-        source = _source(writer.agent_id, writer.conversation)
+        source = conversation_source(writer.agent_id, writer.conversation)
         applied = review_ops.apply_operations(run, writer, operations or [], source, last_id)
         run.status = status
         run.reason = "" if operations is not None else "the model found nothing to save"
@@ -283,10 +260,8 @@ def conversations_with_new_messages(*, agent_id: str, conversation: str | None =
     cursor = ReviewState.objects.filter(agent_id=agent_id, conversation_key=OuterRef(OuterRef("key"))).values(
         "cursor_message_id")[:1]
     pending = Message.objects.filter(
-        agent_id=agent_id, channel=OuterRef("channel"), chat_id=OuterRef("chat_id"),
-        thread_scope=OuterRef("thread_scope"), id__gt=Coalesce(Subquery(cursor), Value(0)), role=Role.USER,
-        kind__in=REVIEWABLE_KINDS,
-    ).exclude(trust=Trust.GUEST)
+        reviewable(), agent_id=agent_id, channel=OuterRef("channel"), chat_id=OuterRef("chat_id"),
+        thread_scope=OuterRef("thread_scope"), id__gt=Coalesce(Subquery(cursor), Value(0)))
     return list(conversations.filter(Exists(pending)).order_by("key").values_list("key", flat=True))
 
 

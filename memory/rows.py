@@ -13,22 +13,13 @@ from django.utils import timezone
 
 from fermix_site import generations
 from fermix_site.conf import valid_id
-from fermix_site.statements import PreparedInsert, first_row
 from memory.errors import CodedError
-from memory.models import Category, Memory, MemoryEvent, MemorySource, PromoteTarget, ScopeType
+from memory.models import Category, Memory, MemoryEvent, MemorySource, ScopeType, memories_generation
+from memory.prompt_files import promote_target_for
 
 MAX_VALUE_CHARS = 200
 MAX_KEY_CHARS = 200
 ACTOR_TYPES = {"reviewer", "tool", "operator", "job", "system", "import"}
-
-PROMOTE_TARGETS = {
-    Category.IDENTITY: PromoteTarget.USER_MD,
-    Category.PREFERENCE: PromoteTarget.USER_MD,
-    Category.INTEREST: PromoteTarget.USER_MD,
-    Category.GOAL: PromoteTarget.USER_MD,
-    Category.CONTEXT: PromoteTarget.MEMORY_MD,
-    Category.DIRECTIVE: PromoteTarget.MEMORY_MD,
-}
 
 _row_cache = generations.local_cache(max_entries=8192)
 
@@ -39,14 +30,6 @@ class MemoryRowError(CodedError):
 
 NOT_FOUND = "not_found"
 VALUE_TOO_LONG = "value_too_long"
-
-
-def generation_name(agent_id: str) -> str:
-    return f"memories:{agent_id}"
-
-
-def promote_target_for(category: str) -> str:
-    return PROMOTE_TARGETS.get(category, PromoteTarget.NONE)
 
 
 def validate_value(value) -> str:
@@ -85,15 +68,9 @@ def _validate_row(*, agent_id, owner_id, scope_type, scope_id, key, category, co
         raise MemoryRowError("invalid_actor", f"actor_type must be one of {', '.join(sorted(ACTOR_TYPES))}")
 
 
-# A reviewer's or a tool's write runs these on every fact: written once (see fermix_site.statements).
-_insert_memory, _insert_event = PreparedInsert(Memory), PreparedInsert(MemoryEvent)
-_BY_KEY_SQL = (f'SELECT * FROM "{Memory._meta.db_table}" WHERE "agent_id" = %s AND "owner_id" = %s '
-               'AND "scope_type" = %s AND "scope_id" = %s AND "key" = %s')
-
-
 def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: str, actor_id: str, reason: str,
            run_id: int | None = None):
-    _insert_event(MemoryEvent(
+    MemoryEvent.objects.create(
         memory=memory,
         action=action,
         before_value=before.value if before else None,
@@ -105,7 +82,7 @@ def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: st
         run_id=run_id,
         reason=reason or "",
         created_at=timezone.now(),
-    ))
+    )
 
 
 def _snapshot(memory: Memory) -> Memory:
@@ -153,11 +130,11 @@ def memory_upsert(
         existing = memory_by_key(agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id,
                                  key=key, lock=True)
         if existing is None:
-            memory = _insert_memory(Memory(
+            memory = Memory.objects.create(
                 agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id, key=key,
                 value=value, category=category, promote_target=promote_target_for(category),
                 confidence=confidence, created_at=now, updated_at=now, **provenance,
-            ))
+            )
             action, before = MemoryEvent.Action.ADD, None
         else:
             if not existing.is_archived and existing.value == value and existing.category == category:
@@ -173,14 +150,17 @@ def memory_upsert(
             existing.save()
             memory = existing
         _event(memory, action, before=before, actor_type=actor_type, actor_id=actor_id, reason=reason, run_id=run_id)
-        generations.bump(generation_name(agent_id))
+        generations.bump(memories_generation(agent_id))
     return memory, str(action)
 
 
 def memory_by_key(*, agent_id: str, owner_id: str, scope_type: str, scope_id: str, key: str,
                   lock: bool = False) -> Memory | None:
-    """The row (archived or not) a write by this unique key would change, or None."""
-    return first_row(Memory, _BY_KEY_SQL, [agent_id, owner_id, scope_type, scope_id, key.strip()], lock=lock)
+    """The row (archived or not) a write by this unique key would change, or None. `lock`: the row stays
+    locked until the transaction ends (PostgreSQL; SQLite's IMMEDIATE transaction holds the write lock)."""
+    rows = Memory.objects.filter(agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id,
+                                 key=key.strip())
+    return (rows.select_for_update() if lock else rows).first()
 
 
 def _locked(memory_id: int) -> Memory:
@@ -218,7 +198,7 @@ def memory_replace(
         memory.save()
         _event(memory, MemoryEvent.Action.REPLACE, before=before, actor_type=actor_type, actor_id=actor_id,
                reason=reason, run_id=run_id)
-        generations.bump(generation_name(memory.agent_id))
+        generations.bump(memories_generation(memory.agent_id))
     return memory
 
 
@@ -237,7 +217,7 @@ def memory_archive(
         memory.save(update_fields=["archived_at", "archived_by", "archive_reason", "updated_at"])
         _event(memory, MemoryEvent.Action.ARCHIVE, before=before, actor_type=actor_type,
                actor_id=actor_id or archived_by, reason=reason, run_id=run_id)
-        generations.bump(generation_name(memory.agent_id))
+        generations.bump(memories_generation(memory.agent_id))
     return memory
 
 
@@ -253,7 +233,7 @@ def memory_restore(*, memory_id: int, actor_type: str = "operator", actor_id: st
         memory.save(update_fields=["archived_at", "archived_by", "archive_reason", "updated_at"])
         _event(memory, MemoryEvent.Action.RESTORE, before=before, actor_type=actor_type, actor_id=actor_id,
                reason=reason)
-        generations.bump(generation_name(memory.agent_id))
+        generations.bump(memories_generation(memory.agent_id))
     return memory
 
 
@@ -276,7 +256,7 @@ def memory_revert(
         memory.save()
         _event(memory, MemoryEvent.Action.REVERT, before=before, actor_type=actor_type, actor_id=actor_id,
                reason=reason)
-        generations.bump(generation_name(memory.agent_id))
+        generations.bump(memories_generation(memory.agent_id))
     return memory
 
 
@@ -303,20 +283,24 @@ def memory_list(
 def memory_lookup(*, agent_id: str, owner_id: str, scope_type: str, scope_id: str, key: str) -> Memory | None:
     """One live row by its unique key, through the read-through row cache."""
     def load():
-        return Memory.objects.filter(
-            agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id, key=key,
-            archived_at__isnull=True,
-        ).first()
+        row = memory_by_key(agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id, key=key)
+        return row if row is not None and not row.is_archived else None
 
     cache_key = ("lookup", agent_id, owner_id, scope_type, scope_id, key)
-    return _row_cache.read_through(cache_key, [generation_name(agent_id)], load)
+    return _row_cache.read_through(cache_key, [memories_generation(agent_id)], load)
 
 
 def memory_get(*, agent_id: str, memory_id: int) -> Memory | None:
     """One row (archived or not) of an agent by id, through the read-through row cache."""
     cache_key = ("id", agent_id, memory_id)
     load = Memory.objects.filter(agent_id=agent_id, pk=memory_id).first
-    return _row_cache.read_through(cache_key, [generation_name(agent_id)], load)
+    return _row_cache.read_through(cache_key, [memories_generation(agent_id)], load)
+
+
+def conversation_source(agent_id: str, key) -> MemorySource:
+    """The memory source of a conversation (`key`: a ConversationKey), created on first use."""
+    return MemorySource.objects.get_or_create(agent_id=agent_id, key=key.source_key,
+                                              defaults={"source_type": "conversation", "name": str(key)})[0]
 
 
 def memory_history(*, memory_id: int) -> QuerySet[MemoryEvent]:

@@ -16,7 +16,7 @@ from memory import prompt_files, search
 from memory.admission import AdmissionError, Writer, admit_add, admit_archive, admit_replace, confined
 from memory.conversations import ConversationError, ConversationKey
 from memory.models import Memory, MemorySource, Message, ScopeType, Trust
-from memory.rows import MemoryRowError
+from memory.rows import MemoryRowError, conversation_source
 
 SCOPES = ("current", "owner", "all")
 SOURCES = ("memories", "history", "all")
@@ -97,11 +97,7 @@ def _source_for(ctx: ToolContext) -> MemorySource | None:
         return MemorySource.objects.filter(agent_id=ctx.agent_id, key=ctx.job_source_key).first()
     if ctx.conversation is None:
         return None
-    source, _ = MemorySource.objects.get_or_create(
-        agent_id=ctx.agent_id, key=ctx.conversation.source_key,
-        defaults={"source_type": "conversation", "name": str(ctx.conversation)},
-    )
-    return source
+    return conversation_source(ctx.agent_id, ctx.conversation)
 
 
 def _rebuild_if_rendered(row: Memory, trigger: str) -> list[str]:

@@ -19,6 +19,7 @@ from resources.catalog import display_name, rollback_caveat
 from resources.diff import revision_label
 from resources.errors import CheckpointRollback, UnknownResource, UnknownRevision
 from resources.models import Resource, ResourceRevision, ResourceType, SoulProposal
+from resources.selectors import revision_of
 from resources.services import resource_rollback
 
 HISTORY_PAGE = 200
@@ -32,13 +33,18 @@ def _revisions(resource: Resource):
 
 def revision_or_404(resource: Resource, number) -> ResourceRevision:
     try:
-        return _revisions(resource).get(revision=int(number))
-    except (ResourceRevision.DoesNotExist, TypeError, ValueError):
-        raise Http404(f"{resource} has no revision {number}") from None
+        found = revision_of(agent_id=resource.agent_id, resource_type=resource.resource_type,
+                            scope_id=resource.scope_id, number=int(number))
+    except (TypeError, ValueError):
+        found = None
+    if found is None:
+        raise Http404(f"{resource} has no revision {number}")
+    return found
 
 
 def _current(resource: Resource) -> ResourceRevision | None:
-    return _revisions(resource).filter(revision=resource.current_revision).first()
+    return revision_of(agent_id=resource.agent_id, resource_type=resource.resource_type, scope_id=resource.scope_id,
+                       number=resource.current_revision)
 
 
 @admin.register(Resource)

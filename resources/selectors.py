@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import connection
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Subquery
 
 from resources.catalog import check_agent, check_scope, check_type
 from resources.errors import UnknownResource, UnknownRevision
@@ -47,15 +46,19 @@ def resource_get(*, agent_id: str, resource_type: str, scope_id: str | None = GL
     return resource
 
 
+def revision_of(*, agent_id: str, resource_type: str, scope_id: str, number: int) -> ResourceRevision | None:
+    """One revision by its number, with its content, or None: the one lookup of a revision."""
+    return ResourceRevision.objects.filter(agent_id=agent_id, resource_type=resource_type, scope_id=scope_id,
+                                           revision=number).first()
+
+
 def resource_revision_get(
     *, agent_id: str, resource_type: str, revision: int | None = None, scope_id: str | None = GLOBAL_SCOPE
 ) -> ResourceRevision:
     """One revision with its content; the current one when `revision` is None."""
     resource = resource_get(agent_id=agent_id, resource_type=resource_type, scope_id=scope_id)
     number = resource.current_revision if revision is None else revision
-    found = ResourceRevision.objects.filter(
-        agent_id=agent_id, resource_type=resource_type, scope_id=resource.scope_id, revision=number
-    ).first()
+    found = revision_of(agent_id=agent_id, resource_type=resource_type, scope_id=resource.scope_id, number=number)
     if found is None:
         raise UnknownRevision(f"{resource_type} has no revision {number} for agent {agent_id} "
                               f"(the latest is {resource.current_revision})")
@@ -80,22 +83,14 @@ def resource_scopes(*, agent_id: str, resource_type: str = ResourceType.CHECKPOI
                 .order_by("scope_id").values_list("scope_id", flat=True))
 
 
-# One statement written out once: a prompt-file rebuild asks this after every review, and the ORM's
-# building of the two queries it replaces cost thirty times their execution.
-CURRENT_HASHES_SQL = (
-    f'SELECT r."resource_type", v."revision", v."content_hash" FROM "{Resource._meta.db_table}" r '
-    f'JOIN "{ResourceRevision._meta.db_table}" v ON v."agent_id" = r."agent_id" '
-    'AND v."resource_type" = r."resource_type" AND v."scope_id" = r."scope_id" AND v."revision" = r."current_revision" '
-    'WHERE r."agent_id" = %s AND r."scope_id" = %s AND r."resource_type" IN ({types})'
-)
-
-
 def resource_current_hashes(*, agent_id: str, types) -> dict[str, tuple[int, str]]:
     """resource type -> (current revision number, its content hash), for the global-scope types given."""
     types = list(types)
     if not types:
         return {}
-    with connection.cursor() as cursor:
-        cursor.execute(CURRENT_HASHES_SQL.format(types=", ".join(["%s"] * len(types))),
-                       [agent_id, GLOBAL_SCOPE, *types])
-        return {t: (n, h) for t, n, h in cursor.fetchall()}
+    current = ResourceRevision.objects.filter(agent_id=OuterRef("agent_id"), resource_type=OuterRef("resource_type"),
+                                              scope_id=OuterRef("scope_id"), revision=OuterRef("current_revision"))
+    rows = (Resource.objects.filter(agent_id=agent_id, scope_id=GLOBAL_SCOPE, resource_type__in=types)
+            .annotate(current_hash=Subquery(current.values("content_hash")[:1]))
+            .filter(current_hash__isnull=False).values_list("resource_type", "current_revision", "current_hash"))
+    return {t: (n, h) for t, n, h in rows}

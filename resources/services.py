@@ -19,11 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.db import connection, transaction
+from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from fermix_site import generations
-from fermix_site.statements import PreparedInsert, first_row
 from resources import files
 from resources.catalog import (
     FILE_NAMES,
@@ -39,7 +39,7 @@ from resources.catalog import (
 )
 from resources.errors import CheckpointRollback, InvalidContent, RedactedRevision, UnknownResource, UnknownRevision
 from resources.models import GLOBAL_SCOPE, MutationSource, Resource, ResourceRevision, ResourceType
-from resources.selectors import resource_current_hashes
+from resources.selectors import resource_current_hashes, revision_of
 
 log = logging.getLogger("fermix.resources")
 
@@ -56,57 +56,43 @@ def _key(resource: Resource) -> dict:
     return {"agent_id": resource.agent_id, "resource_type": resource.resource_type, "scope_id": resource.scope_id}
 
 
-# Every write runs these (a review's rebuild among them): written once, as the ORM's building of them
-# cost more than running them.
-_KEY = '"agent_id" = %s AND "resource_type" = %s AND "scope_id" = %s'
-_RESOURCE_SQL = f'SELECT * FROM "{Resource._meta.db_table}" WHERE {_KEY}'
-_REVISION_SQL = f'SELECT * FROM "{ResourceRevision._meta.db_table}" WHERE {_KEY} AND "revision" = %s'
-_LAST_REVISION_SQL = f'SELECT MAX("revision") FROM "{ResourceRevision._meta.db_table}" WHERE {_KEY}'
-_MAKE_CURRENT_SQL = f'UPDATE "{Resource._meta.db_table}" SET "current_revision" = %s, "updated_at" = %s WHERE "id" = %s'
-_insert_revision = PreparedInsert(ResourceRevision)
-
-
-def _params(resource: Resource) -> list:
-    return [resource.agent_id, resource.resource_type, resource.scope_id]
-
-
 def _lock_resource(*, agent_id: str, resource_type: str, scope_id: str) -> Resource:
     """The resource row, created if missing, locked until the transaction ends."""
-    resource = first_row(Resource, _RESOURCE_SQL, [agent_id, resource_type, scope_id], lock=True)
+    locked = Resource.objects.select_for_update().filter(agent_id=agent_id, resource_type=resource_type,
+                                                         scope_id=scope_id)
+    resource = locked.first()
     if resource is None:
         key = {"agent_id": agent_id, "resource_type": resource_type}
         path = str(files.resource_file_path(**key)) if is_file_backed(resource_type) else ""
         # ON CONFLICT DO NOTHING: a concurrent creator wins quietly and we lock its row instead.
         Resource.objects.bulk_create([Resource(**key, scope_id=scope_id, resource_path=path)], ignore_conflicts=True)
-        resource = first_row(Resource, _RESOURCE_SQL, [agent_id, resource_type, scope_id], lock=True)
+        resource = locked.first()
     return resource
 
 
 def _current(resource: Resource) -> ResourceRevision | None:
     if not resource.current_revision:
         return None
-    return first_row(ResourceRevision, _REVISION_SQL, [*_params(resource), resource.current_revision])
+    return revision_of(**_key(resource), number=resource.current_revision)
 
 
 def _append(resource: Resource, *, content: str, mutation_source: str, provenance: dict) -> ResourceRevision:
     """Add the next revision and make it current. The caller holds the resource lock."""
-    with connection.cursor() as cursor:
-        cursor.execute(_LAST_REVISION_SQL, _params(resource))
-        last = cursor.fetchone()[0] or 0
-        revision = _insert_revision(ResourceRevision(
-            **_key(resource),
-            revision=last + 1,
-            parent_revision=resource.current_revision or None,
-            content_hash=content_hash(content),
-            content=content,
-            byte_size=len(content.encode("utf-8")),
-            mutation_source=mutation_source,
-            provenance=provenance,
-            created_at=timezone.now(),
-        ))
-        resource.current_revision, resource.updated_at = revision.revision, timezone.now()
-        cursor.execute(_MAKE_CURRENT_SQL, [resource.current_revision,
-                                           connection.ops.adapt_datetimefield_value(resource.updated_at), resource.pk])
+    last = ResourceRevision.objects.filter(**_key(resource)).aggregate(last=Max("revision"))["last"] or 0
+    revision = ResourceRevision.objects.create(
+        **_key(resource),
+        revision=last + 1,
+        parent_revision=resource.current_revision or None,
+        content_hash=content_hash(content),
+        content=content,
+        byte_size=len(content.encode("utf-8")),
+        mutation_source=mutation_source,
+        provenance=provenance,
+        created_at=timezone.now(),
+    )
+    resource.current_revision, resource.updated_at = revision.revision, timezone.now()
+    Resource.objects.filter(pk=resource.pk).update(current_revision=resource.current_revision,
+                                                   updated_at=resource.updated_at)
     if resource.resource_type != ResourceType.CHECKPOINT:
         generations.bump(prompt_generation(resource.agent_id))
     return revision
@@ -364,9 +350,7 @@ def resource_rollback(*, agent_id: str, resource_type: str, revision: int, prove
 
 
 def _revision(*, agent_id, resource_type, number) -> ResourceRevision:
-    try:
-        return ResourceRevision.objects.get(
-            agent_id=agent_id, resource_type=resource_type, scope_id=GLOBAL_SCOPE, revision=number
-        )
-    except ResourceRevision.DoesNotExist:
-        raise UnknownRevision(f"{resource_type} has no revision {number} for agent {agent_id}") from None
+    found = revision_of(agent_id=agent_id, resource_type=resource_type, scope_id=GLOBAL_SCOPE, number=number)
+    if found is None:
+        raise UnknownRevision(f"{resource_type} has no revision {number} for agent {agent_id}")
+    return found
