@@ -15,7 +15,9 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from bench.common import machine, setup_django, summary, timed
+from bench.django_env import setup_django
+from bench.report import machine
+from bench.timing import summary, timed
 
 # Chat-like text: a few very common words, a long tail of rarer ones (Zipf-like), and topic words at a
 # rate a search term would have in real conversations.

@@ -1,13 +1,16 @@
-"""What the hot caches buy: window reads and row lookups, cached vs uncached vs raw sqlite3.
+"""What the hot caches buy: window reads and row lookups, cached vs uncached vs raw sqlite3 (the window
+read by `bench.raw.window`, the row by one SELECT of its unique key).
 
 Run: `.venv/bin/python -m bench.caches [--messages 50] [--repeat 2000]`.
 """
 
 import argparse
-import sqlite3
 import time
 
-from bench.common import machine, setup_django, summary, timed
+from bench import raw
+from bench.django_env import raw_connect, setup_django
+from bench.report import machine
+from bench.timing import summary, timed
 
 
 def main():
@@ -43,15 +46,14 @@ def main():
         generations.clear_all()
         lookup()
 
-    raw = sqlite3.connect(settings.DATABASES["default"]["NAME"])
+    conn = raw_connect(settings.DATABASES["default"]["NAME"])
+    key = str(conversations.ConversationKey.parse("bench:1"))
 
     def window_raw():
-        raw.execute(
-            "SELECT * FROM messages WHERE agent_id=? AND channel=? AND chat_id=? AND thread_scope=? AND id >= 0 "
-            "AND kind != 'checkpoint' ORDER BY created_at, id", ("main", "bench", "1", "root")).fetchall()
+        raw.window(conn, "main", key)
 
     def lookup_raw():
-        raw.execute("SELECT * FROM memories WHERE agent_id=? AND owner_id=? AND scope_type=? AND scope_id=? "
+        conn.execute("SELECT * FROM memories WHERE agent_id=? AND owner_id=? AND scope_type=? AND scope_id=? "
                     "AND key=? AND archived_at IS NULL", ("main", "default", "owner", "default", "k7")).fetchall()
 
     results = {}

@@ -1,15 +1,17 @@
-"""A unified diff between two 1 MB revisions, as the API and `resource_diff` produce it, beside the same
-two rows read with raw sqlite3 and diffed with difflib directly."""
+"""A unified diff between two 1 MB revisions, as the API and `resource_diff` produce it, against its
+absolute budget."""
 
 from __future__ import annotations
 
-import difflib
 import random
 
-from bench.common import Figure, Stopwatch, Vocabulary, latency, raw_connect
+from bench.dataset import Vocabulary
+from bench.report import Figure, against_budget
+from bench.timing import Stopwatch
 
 AGENT, TYPE = "diffbench", "fermix_md"
 SIZE = 1024 * 1024
+DIFF_MS = 500
 
 
 def _document(rng: random.Random, vocab: Vocabulary) -> list[str]:
@@ -55,7 +57,7 @@ def prepare(data) -> None:
 def measure_diff(data, repeat: int) -> list[Figure]:
     from django.db import connection
 
-    from resources.diff import revision_diff, revision_label
+    from resources.diff import revision_diff
     from resources.selectors import resource_revision_get
 
     prepare(data)
@@ -65,26 +67,10 @@ def measure_diff(data, repeat: int) -> list[Figure]:
         return revision_diff(a, b)
 
     a, b = (resource_revision_get(agent_id=AGENT, resource_type=TYPE, revision=n) for n in (1, 2))
-    labels = revision_label(a), revision_label(b)
-    raw = raw_connect(data.db)
-
-    def baseline():
-        texts = [raw.execute("SELECT content FROM resource_revisions WHERE agent_id = ? AND resource_type = ? AND "
-                             "scope_id = 'global' AND revision = ?", (AGENT, TYPE, n)).fetchone()[0] for n in (1, 2)]
-        return "".join(difflib.unified_diff(texts[0].splitlines(True), texts[1].splitlines(True),
-                                            fromfile=labels[0], tofile=labels[1]))
-
     sizes = len(a.content.encode()), len(b.content.encode())
     diff_lines = service().count("\n")
-    watch, raw_watch = Stopwatch(), Stopwatch()
-    for _ in range(repeat):
-        with watch:
-            service()
-        with raw_watch:
-            baseline()
-    raw.close()
+    watch = Stopwatch().time(service, repeat)
     connection.close()
-    return [latency("1 MB revision diff", watch, raw_watch, 500,
-                    f"revisions of {sizes[0] / 1024:.0f} KiB and {sizes[1] / 1024:.0f} KiB, about 2 % of "
-                    f"{a.content.count(chr(10)):,} lines edited, {diff_lines:,} diff lines; raw: the two rows "
-                    "read with sqlite3 and difflib.unified_diff")]
+    return [against_budget("1 MB revision diff", watch, DIFF_MS,
+                           f"revisions of {sizes[0] / 1024:.0f} KiB and {sizes[1] / 1024:.0f} KiB, about 2 % of "
+                           f"{a.content.count(chr(10)):,} lines edited, {diff_lines:,} diff lines")]

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -32,16 +31,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import load_traffic as traffic  # noqa: E402
+from bench.django_env import free_port  # noqa: E402
 from bench.load_checks import failures, verify  # noqa: E402
 from tests.fakeprovider import FakeProvider, provider_config_toml  # noqa: E402
 
 DRAIN_S = 120
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Stack:
@@ -51,7 +45,7 @@ class Stack:
     root = ROOT
 
     def __init__(self, home: Path, web_workers: int = 2, cluster_workers: int = 2):
-        self.home, self.port = home, _free_port()
+        self.home, self.port = home, free_port()
         self.fake = FakeProvider().start()
         self.fake.responder = traffic.model_answers
         (home / "config.toml").write_text(

@@ -29,8 +29,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import recall_eval
-from bench.common import machine, setup_django, summary
+from bench import raw, recall_eval
+from bench.django_env import setup_django
+from bench.report import machine
+from bench.timing import summary
 
 AGENTS = ["main", "atlas", "juno", "kite", "orca"]
 CHANNELS = ["telegram", "slack", "web", "discord"]
@@ -207,12 +209,6 @@ def query_classes(world: World, sample: list[tuple], repeat: int) -> dict[str, l
     return {name: texts[:repeat] for name, texts in classes.items()}
 
 
-def plain_match(text: str) -> str:
-    from memory import fts
-
-    return "{content} : (" + fts.quote_query(text.replace('"', " ")) + ")" if fts.quote_query(text) else ""
-
-
 class Baseline:
     """The plain query on a raw connection: every word OR-ed, ranked by bm25 / ts_rank_cd, LIMIT 20."""
 
@@ -228,14 +224,9 @@ class Baseline:
                                       password=settings_dict.get("PASSWORD") or None, autocommit=True)
 
     def messages(self, text: str, filters: dict, limit: int = 20) -> list[int]:
-        where = " AND ".join(f"m.{k} = {'?' if self.vendor == 'sqlite' else '%s'}" for k in filters)
         if self.vendor == "sqlite":
-            match = plain_match(text)
-            if not match:
-                return []
-            sql = (f"SELECT m.id FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts "
-                   f"MATCH ? AND {where} ORDER BY bm25(messages_fts, 1, 0, 0, 0, 0, 0) LIMIT {limit}")
-            return [r[0] for r in self.db.execute(sql, [match, *filters.values()]).fetchall()]
+            return raw.fts_messages(self.db, text, filters, limit)
+        where = " AND ".join(f"m.{k} = %s" for k in filters)
         words = [w for w in text.replace('"', " ").split() if any(c.isalnum() for c in w)]
         if not words:
             return []
@@ -245,15 +236,9 @@ class Baseline:
         return [r[0] for r in self.db.execute(sql, [*words, *filters.values(), *words]).fetchall()]
 
     def memories(self, text: str, filters: dict, limit: int = 20) -> list[int]:
-        where = " AND ".join(f"m.{k} = {'?' if self.vendor == 'sqlite' else '%s'}" for k in filters)
         if self.vendor == "sqlite":
-            match = plain_match(text).replace("{content}", "{key value}")
-            if not match:
-                return []
-            sql = (f"SELECT m.id FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts "
-                   f"MATCH ? AND {where} AND m.archived_at IS NULL ORDER BY bm25(memories_fts, 1, 1, 0, 0) "
-                   f"LIMIT {limit}")
-            return [r[0] for r in self.db.execute(sql, [match, *filters.values()]).fetchall()]
+            return raw.fts_memories(self.db, text, filters, limit)
+        where = " AND ".join(f"m.{k} = %s" for k in filters)
         words = [w for w in text.replace('"', " ").split() if any(c.isalnum() for c in w)]
         if not words:
             return []

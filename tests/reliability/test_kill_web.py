@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from bench.load import _free_port
+from bench.django_env import free_port
 from tests.conftest import ROOT
 from tests.fakeprovider import FakeProvider, Reply, provider_config_toml
 
@@ -35,7 +35,7 @@ def serve(env):
 def test_a_server_killed_mid_turn_keeps_the_stored_message_and_recovers(tmp_path):
     with FakeProvider() as fake:
         (tmp_path / "config.toml").write_text(provider_config_toml(fake))
-        env = {**os.environ, "FERMIX_HOME": str(tmp_path), "FERMIX_PORT": str(_free_port()),
+        env = {**os.environ, "FERMIX_HOME": str(tmp_path), "FERMIX_PORT": str(free_port()),
                "DJANGO_SETTINGS_MODULE": "fermix_site.settings", "FERMIX_LOG_LEVEL": "WARNING"}
         env.pop("DATABASE_URL", None)
         subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)

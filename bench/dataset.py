@@ -1,145 +1,22 @@
-"""Shared set-up for the benchmarks: a throw-away FERMIX_HOME, a migrated database, timing helpers, a
-synthetic data set built with raw sqlite3 bulk inserts, and markdown output."""
+"""The synthetic data set of `bench.run`: a Zipf vocabulary, many agents, owners and conversations,
+compacted windows and memory rows over every category and scope, written with raw sqlite3 bulk inserts
+into a migrated FERMIX_HOME (a fixture, built fast; every measured path goes through the service), and
+the samples of it the families measure on."""
 
 from __future__ import annotations
 
 import bisect
 import itertools
 import json
-import os
-import platform
 import random
-import signal
 import sqlite3
-import statistics
-import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-
-def setup_django(home: str | None = None) -> str:
-    home = home or tempfile.mkdtemp(prefix="fermix-bench-")
-    os.environ["FERMIX_HOME"] = home
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fermix_site.settings")
-    os.environ.setdefault("FERMIX_LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    return home
-
-
-def timed(fn, repeat: int) -> list[float]:
-    """Run fn `repeat` times; return each duration in milliseconds."""
-    out = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - start) * 1000)
-    return out
-
-
-class Stopwatch:
-    """Wall-clock and CPU (this thread) milliseconds of each timed block: `with watch: ...`.
-
-    The CPU time shows what an operation costs on an idle machine when other work shares the cores.
-    """
-
-    def __init__(self):
-        self.wall: list[float] = []
-        self.cpu: list[float] = []
-
-    def __enter__(self):
-        self._wall, self._cpu = time.perf_counter(), time.thread_time()
-        return self
-
-    def __exit__(self, *exc):
-        self.wall.append((time.perf_counter() - self._wall) * 1000)
-        self.cpu.append((time.thread_time() - self._cpu) * 1000)
-
-    def add(self, wall: float, cpu: float) -> None:
-        self.wall.append(wall)
-        self.cpu.append(cpu)
-
-    def time(self, fn, repeat: int, warm: int = 0) -> Stopwatch:
-        for _ in range(warm):
-            fn()
-        for _ in range(repeat):
-            with self:
-                fn()
-        return self
-
-    def p(self, fraction: float = 0.95, cpu: bool = False) -> float:
-        return percentile(sorted(self.cpu if cpu else self.wall), fraction)
-
-
-def percentile(ordered: list[float], fraction: float) -> float:
-    """Nearest-rank percentile of an already sorted list."""
-    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
-
-
-def summary(samples: list[float]) -> dict:
-    ordered = sorted(samples)
-    return {
-        "p50": statistics.median(ordered),
-        "p95": percentile(ordered, 0.95),
-        "p99": percentile(ordered, 0.99),
-        "max": ordered[-1],
-        "mean": statistics.fmean(ordered),
-        "n": len(ordered),
-    }
-
-
-def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
-
-
-def memory_total() -> str:
-    try:
-        with open("/proc/meminfo") as meminfo:
-            kib = int(meminfo.readline().split()[1])
-        return f"{kib / 1024 / 1024:.0f} GiB"
-    except (OSError, ValueError, IndexError):
-        return "unknown memory"
-
-
-def stop_group(process: subprocess.Popen, timeout: float = 30) -> None:
-    """Stop a server started with start_new_session=True and everything it started: SIGTERM, then SIGKILL."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-
-
-# --- raw sqlite3 on the same schema ----------------------------------------------------------------
-
-
-def raw_connect(path: str | Path) -> sqlite3.Connection:
-    """A plain sqlite3 connection with the pragmas Django's connection uses (WAL, synchronous NORMAL,
-    foreign keys, 20 s busy timeout), in autocommit mode so callers say BEGIN IMMEDIATE themselves."""
-    conn = sqlite3.connect(str(path), timeout=20, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    return conn
-
-
-def db_time(moment: datetime) -> str:
-    """A datetime as Django stores it in SQLite with USE_TZ: naive UTC text."""
-    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
-
-
-def db_now() -> str:
-    return db_time(datetime.now(UTC))
-
+from bench.django_env import db_now, db_time, raw_connect, setup_django
 
 # --- a Zipf-distributed vocabulary -----------------------------------------------------------------
 
@@ -421,40 +298,40 @@ def _seed_files(data: Dataset) -> None:
         prompt_files_rebuild(agent_id=agent, trigger="bench data set")
 
 
-# --- results ---------------------------------------------------------------------------------------
+# --- samples of the data set -----------------------------------------------------------------------
 
 
-@dataclass
-class Figure:
-    """One measured figure beside its goal and the same operation done with raw sqlite3."""
-
-    name: str
-    value: str  # the figure, with its unit: "1.2 ms p95", "850 msg/s"
-    goal: str = ""  # "p95 ≤ 2 ms", "≥ 50 % of raw"; "" when there is no goal
-    met: bool | None = None  # None: no goal
-    raw: str = ""  # the raw sqlite3 (or bare view, or ideal) figure
-    ratio: str = ""  # "62 % of raw", "3.1× raw"
-    note: str = ""
-
-
-def ms(value: float) -> str:
-    return f"{value:.3f}" if value < 1 else f"{value:.2f}" if value < 100 else f"{value:.0f}"
+def conversation_sample(data: Dataset, n: int, seed: int) -> list[tuple]:
+    """`n` conversations (agent, key, owner, channel, chat_id, thread, id), each as likely as its share
+    of the messages (people write where they already talk)."""
+    conn = raw_connect(data.db)
+    sizes = {tuple(r[:4]): r[4] for r in conn.execute(
+        "SELECT agent_id, channel, chat_id, thread_scope, count(*) FROM messages GROUP BY 1, 2, 3, 4")}
+    rows = conn.execute("SELECT agent_id, key, owner_id, channel, chat_id, thread_scope, id FROM conversations "
+                        "ORDER BY id").fetchall()
+    conn.close()
+    weights = list(itertools.accumulate(sizes.get((r[0], r[3], r[4], r[5]), 1) for r in rows))
+    rng = random.Random(seed)
+    return [rows[weighted_index(rng, weights)] for _ in range(n)]
 
 
-def latency(name: str, service: Stopwatch, raw: Stopwatch, goal_ms: float | None, note: str = "") -> Figure:
-    """A p95 latency beside its goal and the raw sqlite3 p95; the CPU p95 and both p50s in the note."""
-    p95 = service.p()
-    detail = (f"p50 {ms(service.p(0.5))} ms, CPU p95 {ms(service.p(cpu=True))} ms; raw p50 {ms(raw.p(0.5))} ms, "
-              f"CPU p95 {ms(raw.p(cpu=True))} ms; n = {len(service.wall):,}")
-    return Figure(name, f"{ms(p95)} ms p95", f"p95 ≤ {goal_ms:g} ms" if goal_ms else "",
-                  None if goal_ms is None else p95 <= goal_ms, f"{ms(raw.p())} ms p95",
-                  f"{p95 / raw.p():.1f}× raw time", f"{note}; {detail}" if note else detail)
+def sample_messages(data: Dataset, n: int, seed: int) -> list[dict]:
+    """`n` new operator messages as keyword arguments of `message_append`, for sampled conversations."""
+    rng, vocab = random.Random(seed), Vocabulary(seed=data.seed)
+    return [{"agent_id": conv[0], "conversation": conv[1], "owner_id": conv[2], "role": "user",
+             "content": vocab.sentence(rng), "trust": "operator", "sender": conv[2]}
+            for conv in conversation_sample(data, n, seed)]
 
 
-def markdown_table(figures: list[Figure]) -> str:
-    lines = ["| operation | figure | goal | raw sqlite3 / baseline | ratio | met |", "|---|---|---|---|---|---|"]
-    for f in figures:
-        met = "—" if f.met is None else ("met" if f.met else "**not met**")
-        lines.append(f"| {f.name} | {f.value} | {f.goal or '—'} | {f.raw or '—'} | {f.ratio or '—'} | {met} |")
-    notes = [f"- {f.name}: {f.note}" for f in figures if f.note]
-    return "\n".join(lines + ([""] + notes if notes else []))
+def sample_texts(data: Dataset, agent: str, n: int, seed: int) -> list[tuple[str, str]]:
+    """(owner, text) of `n` random messages of `agent`, oldest id first."""
+    conn = raw_connect(data.db)
+    top = conn.execute("SELECT max(id) FROM messages").fetchone()[0]
+    rng, out = random.Random(seed), []
+    while len(out) < n:
+        row = conn.execute("SELECT owner_id, content FROM messages WHERE id = ? AND agent_id = ? AND kind = 'chat'",
+                           (rng.randrange(1, top + 1), agent)).fetchone()
+        if row:
+            out.append(row)
+    conn.close()
+    return out
