@@ -106,7 +106,7 @@ def fill(db_path: str, messages: int, memories: int, seed: int = 7) -> dict:
             "INSERT INTO memories (agent_id, owner_id, scope_type, scope_id, category, key, value, confidence, "
             "promote_target, source_type, source_name, source_description, session_id, run_id, archived_at, "
             "archived_by, archive_reason, created_at, updated_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,'','','','','',?,?,?,?,?)", rows)
+            "VALUES (?,?,?,?,?,?,?,?,?,'','','','',NULL,?,?,?,?,?)", rows)
     timings["memories"] = time.perf_counter() - began
     db.execute("ANALYZE")
     db.close()

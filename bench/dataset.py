@@ -249,7 +249,7 @@ def _insert_memories(conn, rng, vocab, conversations, data, progress) -> None:
         updated = db_time(start + timedelta(seconds=rng.randrange(365 * 86400)))
         archived = updated if rng.random() < 0.05 else None
         rows.append((index, agent, owner, scope_type, scope_id, category, f"{category or 'note'}_{index}", value,
-                     1.0, PROMOTE[category], "", "", "", "", "", None, archived, "bench" if archived else "", "",
+                     1.0, PROMOTE[category], "", "", "", "", None, None, archived, "bench" if archived else "", "",
                      updated, updated, None))
         events.append((index, "add", None, value, "", category, "import", "bench", "", updated))
     conn.execute("BEGIN")

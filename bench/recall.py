@@ -133,7 +133,7 @@ def build_sqlite(path: str, world: World) -> None:
     db.executemany(
         "INSERT INTO memories(agent_id, owner_id, scope_type, scope_id, category, key, value, confidence, "
         "promote_target, source_type, source_name, source_description, session_id, run_id, archived_by, "
-        "archive_reason, created_at, updated_at) VALUES (?,?,?,?,'context',?,?,1.0,'','','','','','','','',?,?)",
+        "archive_reason, created_at, updated_at) VALUES (?,?,?,?,'context',?,?,1.0,'','','','','',NULL,'','',?,?)",
         list(_memory_rows(world)))
     db.commit()
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -170,7 +170,7 @@ def build_postgres(world: World) -> None:
                 "promote_target, source_type, source_name, source_description, session_id, run_id, archived_by, "
                 "archive_reason, created_at, updated_at) FROM STDIN") as copy:
             for agent, owner, st, sid, key, value, c, u in _memory_rows(world):
-                copy.write_row((agent, owner, st, sid, "context", key, value, 1.0, "", "", "", "", "", "", "", "",
+                copy.write_row((agent, owner, st, sid, "context", key, value, 1.0, "", "", "", "", "", None, "", "",
                                 c, u))
         cursor.execute("VACUUM ANALYZE messages")
         cursor.execute("VACUUM ANALYZE memories")
