@@ -3,8 +3,9 @@
 import pytest
 from django.urls import reverse
 
-from console.web_setup import set_key, write_settings
+from console.web_setup import write_settings
 from fermix_site.conf import ConfigError, conf
+from fermix_site.config_file import set_keys
 
 pytestmark = [pytest.mark.django_db]
 
@@ -61,18 +62,32 @@ def test_a_broken_config_toml_is_not_overwritten(home):
     assert config_text(home) == "[fermix_core.memory\nbroken"
 
 
-def test_a_layout_the_page_cannot_edit_is_refused_and_left_as_it_was(home):
-    text = "[fermix_core]\nmemory = { review_interval_hours = 3 }\n"
+def test_a_table_written_inline_is_edited_where_it_stands(home):
+    (home.home / "config.toml").write_text("[fermix_core]\nmemory = { review_interval_hours = 3 }  # inline\n")
+    write_settings({"memory.review_interval_hours": 6}, home=home.home)
+    assert config_text(home) == "[fermix_core]\nmemory = { review_interval_hours = 6 }  # inline\n"
+
+
+def test_a_section_that_is_not_a_table_is_refused_and_left_as_it_was(home):
+    text = "[fermix_core]\nmemory = 3\n"
     (home.home / "config.toml").write_text(text)
-    with pytest.raises(ConfigError, match="config.toml"):
+    with pytest.raises(ConfigError, match=r"\[fermix_core.memory\] must be a table"):
         write_settings({"memory.review_interval_hours": 6}, home=home.home)
     assert config_text(home) == text
 
 
-def test_set_key_replaces_inserts_or_appends():
-    assert set_key("[fermix_core.memory]\nx = 1\nreview_interval_hours = 2\n", "memory", "review_interval_hours",
-                   5.0) == "[fermix_core.memory]\nx = 1\nreview_interval_hours = 5\n"
-    assert set_key("[fermix_core.memory]\nx = 1\n[other]\n", "memory", "review_interval_hours", 1.5) == (
-        "[fermix_core.memory]\nreview_interval_hours = 1.5\nx = 1\n[other]\n")
-    assert set_key("a = 1", "compaction", "threshold", 0.9) == "a = 1\n\n[fermix_core.compaction]\nthreshold = 0.9\n"
-    assert set_key("", "compaction", "threshold", 0.9) == "[fermix_core.compaction]\nthreshold = 0.9\n"
+def test_saving_keeps_comments_unknown_tables_and_the_layout(console, home):
+    text = ("# my notes\n\n[fermix_core.memory]  # the reviewer\nreview_interval_hours = 24  # daily\n\n"
+            "[fermix_core.compaction]\nthreshold=0.85\n\n[my_tools]  # not Fermix's\nanything = 'kept'\n")
+    (home.home / "config.toml").write_text(text)
+    assert console.post(URL, {"review_interval_hours": "6", "threshold": "0.5"}).status_code == 302
+    assert config_text(home) == text.replace("= 24  # daily", "= 6  # daily").replace("=0.85", "=0.5")
+
+
+def test_set_keys_replaces_inserts_or_appends():
+    assert set_keys("[fermix_core.memory]\nx = 1\nreview_interval_hours = 2\n",
+                    {"memory.review_interval_hours": 5.0}) == "[fermix_core.memory]\nx = 1\nreview_interval_hours = 5\n"
+    assert set_keys("[fermix_core.memory]\nx = 1\n[other]\n", {"memory.review_interval_hours": 1.5}) == (
+        "[fermix_core.memory]\nx = 1\nreview_interval_hours = 1.5\n[other]\n")
+    assert set_keys("a = 1", {"compaction.threshold": 0.9}) == "a = 1\n\n[fermix_core.compaction]\nthreshold = 0.9\n"
+    assert set_keys("", {"compaction.threshold": 0.9}) == "[fermix_core.compaction]\nthreshold = 0.9\n"

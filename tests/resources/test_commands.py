@@ -176,6 +176,17 @@ def test_setup_wizard_asks_validates_and_writes(home):
     assert "Your name is Juniper." in identity
 
 
+def test_setup_wizard_keeps_comments_and_other_tables(home, monkeypatch):
+    text = ('# mine\n[fermix_core.memory]\nowner_id = "ada"  # the owner\nreview_interval_hours = 24  # daily\n\n'
+            '[my_tools]\nanything = "kept"\n')
+    (home.home / "config.toml").write_text(text)
+    answers = iter(["Juniper", "6", "0.9"])
+    monkeypatch.setattr("builtins.input", lambda prompt: next(answers))
+    call("fermix_setup")
+    assert (home.home / "config.toml").read_text() == text.replace(
+        "# daily\n\n", "# daily\n\n[fermix_core.compaction]\nthreshold = 0.9\n\n").replace("= 24", "= 6")
+
+
 @pytest.mark.django_db(transaction=True)
 def test_soul_command_proposes_and_applies_by_token(seeded):
     edit("Soul two.\n")
