@@ -171,7 +171,9 @@ def retry_when_locked(write: Callable[[], T], what: str) -> T:
 def _append_once(agent_id: str, key: ConversationKey, fields: dict, also: Callable[[Message], None] | None) -> Message:
     name = generation_name(agent_id, key)
     with transaction.atomic():
-        conversation_get_or_create(agent_id=agent_id, key=key, owner_id=fields["owner_id"])
+        # An index probe on every append; the get_or_create (a whole row read) only the first time.
+        if not Conversation.objects.filter(agent_id=agent_id, key=str(key)).exists():
+            conversation_get_or_create(agent_id=agent_id, key=key, owner_id=fields["owner_id"])
         message = Message.objects.create(created_at=timezone.now(), **fields)
         new_generation = generations.bump(name)[name]
         if also is not None:
