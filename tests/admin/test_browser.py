@@ -15,8 +15,9 @@ from fermix_site.conf import conf
 from memory.compactor import record_peak
 from memory.models import Memory
 from resources.models import Resource, ResourceRevision
-from tests.admin.conftest import HOSTILE, say, soul_write
+from tests.admin.conftest import HOSTILE, soul_write
 from tests.memory_factories import fact
+from tests.personas import say
 
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -5,8 +5,8 @@ import json
 import pytest
 from django.test import Client
 
-from tests.api.conftest import BASE, Caller, error_of
 from tests.api.test_authorisation import ENDPOINTS, world  # noqa: F401 - the fixture
+from tests.personas import BASE, Caller, error_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.storage]
 

@@ -16,7 +16,7 @@ from django.db import OperationalError, connection
 
 from api.errors import status_of
 from memory.models import Conversation, Message
-from tests.api.conftest import error_of
+from tests.personas import error_of
 from tests.tmpfs import fill, mount_tmpfs, unmount
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.storage]
