@@ -26,11 +26,10 @@ EXTRA = "".join(f"- **Rule {n}.** Something new the model made up, line {n}.\n" 
 
 
 @pytest.fixture
-def model(home, fake_provider):
+def model(model):
     """The shipped SOUL.md on disk and the fake provider as the only model."""
     bootstrap_seed(agent_id="main")
-    with use_config(provider_config_toml(fake_provider)):
-        yield fake_provider
+    return model
 
 
 def draft(soul, rationale="The owner asked for shorter answers.", **extra):
