@@ -7,10 +7,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from fermix_site import generations
 from fermix_site.conf import conf
 from memory.conversations import message_append
 from memory.models import Memory, ReviewOperation, ReviewRun, ReviewState
-from memory.prompt_files import SECTION_ROWS_SQL
+from memory.prompt_files import prompt_files_rebuild
 from memory.reviewer import review_conversation
 from tests.memory.reviewer.conftest import CONV, moving_to_porto, review, say, sent_messages
 from tests.memory_factories import fact
@@ -132,8 +133,6 @@ def test_a_reviewers_directive_needs_operator_trust(model):
 
 def test_each_applied_operation_moves_the_memories_generation_once(model):
     """The rebuild's reuse of the model's renders counts on it: one generation step per applied operation."""
-    from fermix_site import generations
-
     moving_to_porto(model, {"op": "add", "category": "interest", "key": "music", "value": "loves jazz"},
                     {"op": "archive", "id": 99999})
     before = generations.current(["memories:main"])[0]
@@ -153,8 +152,6 @@ def _file_state():
 
 
 def _rendered_owner_files():
-    from memory.prompt_files import prompt_files_rebuild
-
     fact("city", "lives in Lisbon", "identity")
     fact("proj", "works on the Fermix memory service", "context")
     prompt_files_rebuild(agent_id="main", trigger="test")
@@ -163,24 +160,37 @@ def _rendered_owner_files():
     return _file_state()
 
 
+def _statements(queries) -> set[str]:
+    return {q["sql"] for q in queries.captured_queries}
+
+
+def _file_row_reads() -> set[str]:
+    """The statements that read the files' rows: those a rebuild runs with its renders dropped from the
+    cache and not with them cached."""
+    with CaptureQueriesContext(connection) as cached:
+        prompt_files_rebuild(agent_id="main", trigger="check")
+    generations.clear_all()
+    with CaptureQueriesContext(connection) as uncached:
+        prompt_files_rebuild(agent_id="main", trigger="check")
+    reads = _statements(uncached) - _statements(cached)
+    assert reads, "a rebuild without the cached renders read no rows"
+    return reads
+
+
 def test_a_review_writing_only_rows_the_files_do_not_render_leaves_them_and_their_revisions_alone(model):
     """Another owner's rows render in neither file: no new revision, and the files hold what a rebuild
     from the rows gives."""
-    from memory.prompt_files import prompt_files_rebuild
-
     before = _rendered_owner_files()
     model.push(ops({"op": "add", "category": "interest", "key": "music", "value": "loves jazz"},
                    {"op": "add", "category": "context", "key": "band", "value": "plays in a band"}))
     with CaptureQueriesContext(connection) as queries:
         result = review_conversation(agent_id="main", conversation="slack:9", force=True)
     assert (result["status"], result["ops_added"]) == ("ok", 2)
-    # The files' rows were not read again: the model was shown the renders the setup's rebuild cached,
-    # and the review's own writes could not change them, so its rebuild reused them.
-    file_rows = [f"SELECT * FROM ({SECTION_ROWS_SQL[category][:40]}" for category in ("identity", "directive")]
-    assert not [q for q in queries.captured_queries if q["sql"].startswith(tuple(file_rows))]
     assert Memory.objects.filter(owner_id="bo").count() == 2
     assert _file_state() == before
-    prompt_files_rebuild(agent_id="main", trigger="check")
+    # The files' rows were not read again: the model was shown the renders the setup's rebuild cached,
+    # and the review's own writes could not change them, so its rebuild reused them.
+    assert not _statements(queries) & _file_row_reads()
     assert _file_state() == before
 
 
