@@ -19,7 +19,7 @@ from memory.models import Conversation, Message
 from tests.personas import error_of
 from tests.tmpfs import fill, mount_tmpfs, unmount
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.storage]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 APPEND = "/agents/main/conversations/telegram:1/messages"
 # Bigger than a page: a full SQLite file may still fit a short row into a page's unused bytes.

@@ -19,7 +19,7 @@ from memory.turns import turn_commit
 from tests.conftest import ROOT, process_env
 from tests.fakeprovider import Reply
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.storage]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ADD_TEA = json.dumps({"operations": [{"op": "add", "category": "preference", "key": "tea", "value": "likes tea"}]})
 

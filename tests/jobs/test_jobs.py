@@ -25,7 +25,7 @@ from tests.api.model_script import Script
 from tests.fakeprovider import Reply, error, provider_config_toml, tool_call, use_config
 from tests.personas import error_of
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def soon(**delta):

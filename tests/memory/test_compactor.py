@@ -24,7 +24,7 @@ from tests import personas
 from tests.conftest import ROOT, process_env
 from tests.fakeprovider import Reply, error
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 CONV = "telegram:1"
 WINDOW = 2000  # tokens: compaction keeps ~744 tokens of newest messages (half, less room for the summary)

@@ -13,7 +13,7 @@ from memory.conversations import ConversationError, ConversationKey, window_clea
 from memory.models import Conversation, Message
 from tests import personas
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 say = partial(personas.say, trust="guest")  # the trust message_append defaults to

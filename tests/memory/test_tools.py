@@ -7,7 +7,7 @@ from memory.conversations import ConversationKey, message_append
 from memory.models import Memory, MemorySource
 from memory.tools import ToolContext, run_tool
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 CONV = ConversationKey.parse("telegram:1")
 

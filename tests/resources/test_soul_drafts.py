@@ -18,7 +18,7 @@ from resources.soul_drafts import measure_change
 from tests.fakeprovider import Reply, error, provider_config_toml, use_config
 from tests.memory_factories import fact
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 OWNER = "operator"
 TEMPLATE = bootstrap_template("soul_md")
 SHORTER = TEMPLATE.replace("Short answers by default", "Very short answers by default")

@@ -17,7 +17,7 @@ from tests.memory.reviewer.conftest import CONV, moving_to_porto, review, say, s
 from tests.memory_factories import fact
 from tests.personas import ops
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def test_a_review_adds_facts_and_rebuilds_user_md(model):

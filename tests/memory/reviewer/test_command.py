@@ -9,7 +9,7 @@ from memory.reviewer import review_now
 from tests.fakeprovider import Reply, error
 from tests.memory.reviewer.conftest import say
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def test_review_now_walks_conversations_and_prints_json(model, capsys):

@@ -9,7 +9,7 @@ from memory.models import ReviewRun, ReviewState
 from tests.fakeprovider import Reply
 from tests.memory.reviewer.conftest import review, say
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def test_gates_interval_disabled_and_memory_off(model):

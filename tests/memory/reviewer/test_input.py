@@ -7,7 +7,7 @@ from memory.models import ReviewState
 from tests.fakeprovider import Reply
 from tests.memory.reviewer.conftest import review, say, sent_messages
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def test_guest_messages_are_never_reviewed(model):

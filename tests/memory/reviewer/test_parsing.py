@@ -8,7 +8,7 @@ from tests.fakeprovider import Reply, error, provider_config_toml, use_config
 from tests.memory.reviewer.conftest import review, say
 from tests.personas import ops
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def test_fenced_json_is_accepted(model):

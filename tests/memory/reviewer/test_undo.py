@@ -8,7 +8,7 @@ from memory.reviewer import UndoError, review_undo
 from tests.memory.reviewer.conftest import moving_to_porto, review, say
 from tests.personas import ops
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def test_undo_reverses_a_run_as_one_unit(model):
