@@ -10,7 +10,7 @@ from django.db import connection
 from fermix_site import conf as conf_module
 from fermix_site import generations
 
-pytest_plugins = ["tests.fakeprovider", "tests.live"]
+pytest_plugins = ["tests.fakeprovider", "tests.live", "tests.personas"]
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,15 +1,14 @@
-"""Personas and a small, realistic world for the console tests: every row made through the services."""
+"""A small, realistic world for the console tests (whose staff are the shared personas, tests.personas):
+every row made through the services."""
 
 import json
 from dataclasses import dataclass
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from api.services import apikey_create
 from jobs.models import JobRun, ScheduledJob
-from memory.conversations import message_append
 from memory.models import Memory, Message, ReviewRun
 from memory.prompt_files import prompt_files_rebuild
 from memory.reviewer import review_conversation
@@ -18,27 +17,10 @@ from resources.services import resource_commit, resource_write_file
 from resources.soul import soul_propose
 from tests.fakeprovider import Reply, provider_config_toml, use_config
 from tests.memory_factories import fact
+from tests.personas import say
 
 HOSTILE = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 CONV = "telegram:42"
-
-
-@pytest.fixture
-def staff(db):
-    return get_user_model().objects.create_superuser("operator", "op@example.com", "operator-password-1")
-
-
-@pytest.fixture
-def viewer(db):
-    """Staff without superuser rights: may look, may not change settings."""
-    user = get_user_model().objects.create_user("viewer", "v@example.com", "viewer-password-1", is_staff=True)
-    return user
-
-
-@pytest.fixture
-def console(client, staff):
-    client.force_login(staff)
-    return client
 
 
 @dataclass
@@ -51,10 +33,6 @@ class World:
     checkpoint: Resource
     job: ScheduledJob
     key_name: str
-
-
-def say(text, *, conversation=CONV, trust="operator", role="user", kind="chat"):
-    return message_append(agent_id="main", conversation=conversation, role=role, content=text, trust=trust, kind=kind)
 
 
 def soul_write(content):

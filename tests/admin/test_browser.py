@@ -1,6 +1,6 @@
 """The console in a real browser (Debian's chromium through chromium-driver): the operator's main paths.
 
-`FERMIX_SCREENSHOTS=docs/screenshots` also saves pictures of the main pages (test_screenshots).
+scripts/screenshots.py takes pictures of the main pages with the same browser and world.
 """
 
 import os
@@ -12,11 +12,11 @@ import pytest
 from django.urls import reverse
 
 from fermix_site.conf import conf
-from memory.compactor import record_peak
 from memory.models import Memory
 from resources.models import Resource, ResourceRevision
-from tests.admin.conftest import HOSTILE, say, soul_write
+from tests.admin.conftest import HOSTILE, soul_write
 from tests.memory_factories import fact
+from tests.personas import say
 
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -185,70 +185,3 @@ def test_hostile_memory_values_and_soul_md_do_nothing(operator, world):
         assert not [img for img in operator.find_all("img") if img.get_attribute("onerror")]
     operator.open(pages[2])
     assert "<script>window.__xss = 1</script>" in operator.find("#raw").text  # shown as text
-
-
-SCREENSHOTS = [
-    ("index", lambda w: reverse("admin:index")),
-    ("dashboard", lambda w: reverse("fermix-dashboard")),
-    ("messages-search", lambda w: reverse("admin:memory_message_changelist") + "?q=lisbon+morning"),
-    ("memories", lambda w: reverse("admin:memory_memory_changelist")),
-    ("memory-row", lambda w: reverse("admin:memory_memory_change", args=[Memory.objects.get(key="home_city").id])),
-    ("resource-history", lambda w: reverse("admin:resources_resource_change", args=[w.soul.pk])),
-    ("diff", lambda w: reverse("admin:resources_resource_diff", args=[w.soul.pk]) + "?a=1&b=2"),
-    ("rollback-preview", lambda w: reverse("admin:resources_resource_rollback",
-                                           args=[Resource.objects.get(resource_type="user_md").pk, 1])),
-    ("provenance", lambda w: reverse("admin:resources_resource_provenance",
-                                     args=[w.user_md.pk, Resource.objects.get(pk=w.user_md.pk).current_revision])),
-    ("review-run", lambda w: reverse("admin:memory_reviewrun_change", args=[w.run.pk])),
-    ("settings", lambda w: reverse("fermix-settings")),
-]
-
-
-def _history_for_the_dashboard():
-    """A month of review outcomes and revisions, so the dashboard has something to draw."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from memory.models import ReviewRun
-
-    now = timezone.now()
-    statuses = ("ok", "ok", "nothing_to_save", "ok", "failed", "nothing_to_save", "ok")
-    for day in range(1, 29):
-        for n in range(day % 4 + 1):
-            status = statuses[(day + n) % len(statuses)]
-            ReviewRun.objects.create(agent_id="main", conversation_key="telegram:42:root", owner_id="default",
-                                     trigger="background", status=status, started_at=now - timedelta(days=day),
-                                     finished_at=now - timedelta(days=day))
-    revisions = list(ResourceRevision.objects.order_by("id"))
-    for i, revision in enumerate(revisions):
-        ResourceRevision.objects.filter(pk=revision.pk).update(
-            created_at=now - timedelta(days=(len(revisions) - i) * 3))
-
-
-def test_screenshots(operator, world):
-    folder = os.environ.get("FERMIX_SCREENSHOTS")
-    if not folder:
-        pytest.skip("set FERMIX_SCREENSHOTS=docs/screenshots to save pictures of the main pages")
-    for i, (key, value, category) in enumerate([
-            ("name", "is called Ana", "identity"), ("job", "works as a structural engineer", "identity"),
-            ("music", "listens to fado and jazz", "interest"), ("marathon", "training for the Porto marathon",
-                                                                "goal"),
-            ("style", "answer in short paragraphs, no emoji", "directive"),
-            ("project", "is renovating a flat in Alfama", "context")]):
-        fact(key, value, category, minute=10 + i)
-    from memory.prompt_files import prompt_files_rebuild
-
-    prompt_files_rebuild(agent_id="main")
-    for chat, peak in (("telegram:42", 96_000), ("telegram:7", 61_000), ("discord:3", 115_000),
-                       ("realtime:kitchen", 20_000)):
-        say("hello", conversation=chat)
-        record_peak(agent_id="main", conversation=chat, peak_prompt_tokens=peak, context_window=128_000)
-    _history_for_the_dashboard()
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    operator.driver.set_window_size(1366, 1000)
-    for name, url in SCREENSHOTS:
-        operator.open(url(world))
-        height = operator.driver.execute_script("return document.body.scrollHeight")
-        operator.driver.set_window_size(1366, min(max(height + 40, 700), 2400))
-        operator.driver.save_screenshot(str(Path(folder) / f"{name}.png"))

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from memory.compactor import record_peak
-from tests.admin.conftest import say
+from tests.personas import say
 
 pytestmark = [pytest.mark.django_db]
 

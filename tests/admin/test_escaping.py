@@ -6,8 +6,9 @@ from django.urls import reverse
 from memory.models import Memory
 from memory.prompt_files import prompt_files_rebuild
 from resources.models import Resource
-from tests.admin.conftest import HOSTILE, say, soul_write
+from tests.admin.conftest import HOSTILE, soul_write
 from tests.memory_factories import fact
+from tests.personas import say
 
 pytestmark = [pytest.mark.django_db]
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from memory.models import Message
-from tests.admin.conftest import say
+from tests.personas import say
 
 pytestmark = [pytest.mark.django_db]
 

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from api.models import ApiKey
-from tests.api.conftest import Caller, error_of
+from tests.personas import Caller, error_of
 
 pytestmark = pytest.mark.django_db
 

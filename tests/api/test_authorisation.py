@@ -25,7 +25,7 @@ from memory.rows import memory_archive, memory_upsert
 from resources.bootstrap import bootstrap_seed
 from resources.services import resource_write_file
 from resources.soul import soul_propose
-from tests.api.conftest import Caller, error_of
+from tests.personas import Caller, error_of
 
 pytestmark = pytest.mark.django_db
 

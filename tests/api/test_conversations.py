@@ -5,20 +5,16 @@ import pytest
 from memory.models import Conversation, Memory, MemorySource, Message
 from memory.rows import memory_upsert
 from resources.bootstrap import bootstrap_seed
-from tests.api.conftest import error_of
 from tests.fakeprovider import use_config
+from tests.personas import error_of
 
 pytestmark = pytest.mark.django_db
 
 CONV = "/agents/main/conversations/telegram:42"
 
 
-def say(caller, content, role="user", **fields):
-    return caller.post(CONV + "/messages", {"role": role, "content": content, **fields})
-
-
 def test_append_answers_201_with_the_id_and_the_full_conversation_key(home, bot):
-    response = say(bot, "hello", sender="ana", metadata={"telegram_message_id": 7})
+    response = bot.say("hello", sender="ana", metadata={"telegram_message_id": 7})
     assert response.status_code == 201
     body = response.json()
     assert body["conversation"] == "telegram:42:root" and body["id"] > 0 and body["created_at"]
@@ -29,32 +25,32 @@ def test_append_answers_201_with_the_id_and_the_full_conversation_key(home, bot)
 
 def test_the_window_is_oldest_first_and_limit_keeps_the_newest(home, bot):
     for text in ("one", "two", "three"):
-        say(bot, text)
+        bot.say(text)
     assert [m["content"] for m in bot.get(CONV + "/messages").json()["messages"]] == ["one", "two", "three"]
     assert [m["content"] for m in bot.get(CONV + "/messages", limit=2).json()["messages"]] == ["two", "three"]
     assert error_of(bot.get(CONV + "/messages", limit=0)) == (422, "invalid_input")
 
 
 def test_a_message_keeps_the_trust_and_owner_it_was_sent_with(home, owner_bot):
-    say(owner_bot, "I am the owner", trust="operator", owner_id="ana")
+    owner_bot.say("I am the owner", trust="operator", owner_id="ana")
     message = owner_bot.get(CONV + "/messages").json()["messages"][0]
     assert (message["trust"], message["owner_id"]) == ("operator", "ana")
 
 
 def test_a_channel_key_that_may_not_assert_operator_trust_stores_nothing_when_it_does(home, bot):
-    assert error_of(say(bot, "I am the owner, trust me", trust="operator")) == (403, "trust_not_allowed")
-    say(bot, "I am a guest", trust="guest")
+    assert error_of(bot.say("I am the owner, trust me", trust="operator")) == (403, "trust_not_allowed")
+    bot.say("I am a guest", trust="guest")
     assert [(m["content"], m["trust"]) for m in bot.get(CONV + "/messages").json()["messages"]] == [
         ("I am a guest", "guest")]
 
 
 def test_checkpoint_is_not_a_kind_a_client_may_append(home, bot):
-    assert error_of(say(bot, "fake summary", role="system", kind="checkpoint")) == (422, "invalid_input")
+    assert error_of(bot.say("fake summary", role="system", kind="checkpoint")) == (422, "invalid_input")
 
 
 def test_clear_starts_a_new_window_and_keeps_long_term_memory(home, bot, owner_bot):
-    say(bot, "one")
-    say(bot, "two")
+    bot.say("one")
+    bot.say("two")
     memory_upsert(agent_id="main", owner_id="default", scope_type="owner", scope_id="default", key="city",
                   value="lives in Lisbon", category="identity", actor_type="operator")
     response = owner_bot.post(CONV + "/clear", {"trust": "operator"})
@@ -65,7 +61,7 @@ def test_clear_starts_a_new_window_and_keeps_long_term_memory(home, bot, owner_b
 
 
 def test_commit_records_the_peak_and_queues_the_review(home, bot):
-    say(bot, "hello")
+    bot.say("hello")
     response = bot.post(CONV + "/commit", {"peak_prompt_tokens": 1234, "context_window": 8192})
     assert response.json() == {"review": "queued", "compaction": "not_needed", "compacted": False, "notice": None}
     conversation = Conversation.objects.get(key="telegram:42:root")
@@ -73,14 +69,14 @@ def test_commit_records_the_peak_and_queues_the_review(home, bot):
 
 
 def test_commit_queues_compaction_when_the_peak_crosses_the_threshold(home, bot):
-    say(bot, "hello")
+    bot.say("hello")
     response = bot.post(CONV + "/commit", {"peak_prompt_tokens": 7000, "context_window": 8192})
     assert response.json()["compaction"] == "queued"
 
 
 def test_commit_says_review_disabled_when_the_interval_is_zero(home, bot):
     with use_config("[fermix_core.memory]\nreview_interval_hours = 0\n"):
-        say(bot, "hello")
+        bot.say("hello")
         assert bot.post(CONV + "/commit", {"peak_prompt_tokens": None}).json()["review"] == "disabled"
 
 
@@ -91,12 +87,12 @@ def test_commit_needs_the_peak(home, bot):
 
 def test_preflight_of_a_cold_conversation_does_nothing(home, bot):
     assert bot.post(CONV + "/preflight", {}).json() == {"compacted": False, "notice": None}
-    say(bot, "hello")
+    bot.say("hello")
     assert bot.post(CONV + "/preflight", {"context_window": 4096}).json() == {"compacted": False, "notice": None}
 
 
 def test_compact_of_an_empty_window_says_so(home, bot, owner_bot):
-    say(bot, "hello")
+    bot.say("hello")
     owner_bot.post(CONV + "/clear", {"trust": "operator"})
     response = owner_bot.post(CONV + "/compact", {"trust": "operator"})
     assert response.json()["compacted"] is False
@@ -105,8 +101,8 @@ def test_compact_of_an_empty_window_says_so(home, bot, owner_bot):
 
 def test_prompt_shows_the_system_messages_the_window_and_the_hash(home, bot):
     bootstrap_seed(agent_id="main")
-    say(bot, "hello")
-    say(bot, "hi there", role="assistant")
+    bot.say("hello")
+    bot.say("hi there", role="assistant")
     body = bot.get("/agents/main/prompt", conversation="telegram:42").json()
     assert body["parts"] == ["IDENTITY.md", "SOUL.md", "FERMIX.md", "memory-context"]
     assert body["system_messages"][-1]["content"].startswith("<memory-context>")

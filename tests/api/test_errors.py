@@ -5,10 +5,10 @@ import json
 import pytest
 from django.test import Client
 
-from tests.api.conftest import BASE, Caller, error_of
 from tests.api.test_authorisation import ENDPOINTS, world  # noqa: F401 - the fixture
+from tests.personas import BASE, Caller, error_of
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 MESSAGES = BASE + "/agents/main/conversations/telegram:1/messages"
 MIB = 1024 * 1024

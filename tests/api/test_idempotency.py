@@ -12,36 +12,10 @@ from django.utils import timezone
 from api import idempotency
 from api.models import ApiKey, IdempotencyRecord
 from memory.models import Message
-from tests.api.conftest import BASE, error_of
 from tests.fakeprovider import Reply, error
+from tests.personas import BASE, Caller, error_of
 
 pytestmark = pytest.mark.django_db
-
-CONV = "/agents/main/conversations/telegram:42"
-
-
-class Bot:
-    """One API key sending JSON with an optional Idempotency-Key."""
-
-    def __init__(self, client, key):
-        self.client, self.key = client, key
-
-    def post(self, path, body, idem=None):
-        headers = {"Authorization": f"Bearer {self.key}"}
-        if idem is not None:
-            headers["Idempotency-Key"] = idem
-        return self.client.post(BASE + path, body, content_type="application/json", headers=headers)
-
-    def say(self, content, idem=None, conv=CONV, **fields):
-        return self.post(conv + "/messages", {"role": "user", "content": content, **fields}, idem)
-
-    def turn(self, content, idem=None, **fields):
-        return self.post(CONV + "/turns", {"content": content, **fields}, idem)
-
-
-@pytest.fixture
-def bot(client, keys):
-    return Bot(client, keys["channel"])
 
 
 def stored(role="user"):
@@ -58,7 +32,7 @@ def test_it_replays_the_first_answer_to_a_retry_and_stores_nothing(home, bot):
 
 
 def test_it_replays_the_same_request_however_the_body_is_written(home, bot):
-    first = bot.say("hello", "k-1", conv="/agents/main/conversations/telegram:42")
+    first = bot.say("hello", "k-1", conversation="telegram:42")
     again = bot.post("/agents/main/conversations/telegram:42:root/messages",
                      {"content": "hello", "trust": "guest", "role": "user"}, "k-1")
     assert (again.status_code, again.json()) == (200, first.json())
@@ -72,10 +46,10 @@ def test_the_same_key_with_another_body_is_a_conflict_and_stores_nothing(home, b
 
 
 def test_a_key_counts_only_for_its_api_key_and_endpoint(home, client, keys, bot):
-    operator = Bot(client, keys["operator"])
+    operator = Caller(client, keys["operator"])
     assert bot.say("hello", "k-1").status_code == 201
     assert operator.say("hello", "k-1").status_code == 201
-    assert bot.say("hello", "k-1", conv="/agents/main/conversations/telegram:43").status_code == 201
+    assert bot.say("hello", "k-1", conversation="telegram:43").status_code == 201
     assert bot.say("hello", "k-2").status_code == 201
     assert stored() == ["hello"] * 4
 
@@ -154,7 +128,7 @@ def _in_threads(count, target):
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_retries_with_one_key_store_one_message(home, client, keys):
-    bot = Bot(client, keys["channel"])
+    bot = Caller(client, keys["channel"])
     answers = _in_threads(6, lambda: bot.say("hello", "k-1"))
     assert sorted(a.status_code for a in answers) == [200] * 5 + [201]
     assert len({a.json()["id"] for a in answers}) == 1
@@ -195,7 +169,7 @@ def test_a_failed_turn_retried_with_its_key_answers_without_storing_the_message_
 
 @pytest.mark.django_db(transaction=True)
 def test_a_retry_while_the_turn_runs_is_told_it_is_in_progress_then_gets_the_answer(script, client, keys):
-    bot = Bot(client, keys["channel"])
+    bot = Caller(client, keys["channel"])
     script.push("turn", Reply(text="Slow answer.", delay=2))
     first = []
     runner = threading.Thread(target=lambda: (first.append(bot.turn("hi", "t-1")), connection.close()))

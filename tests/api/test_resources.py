@@ -11,9 +11,9 @@ from memory.prompt_files import prompt_files_rebuild
 from memory.rows import memory_upsert
 from resources.bootstrap import bootstrap_seed
 from resources.services import resource_write_file
-from tests.api.conftest import error_of
 from tests.api.model_script import Script
 from tests.fakeprovider import Reply, provider_config_toml, use_config
+from tests.personas import error_of
 
 pytestmark = pytest.mark.django_db
 

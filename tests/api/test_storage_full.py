@@ -16,10 +16,10 @@ from django.db import OperationalError, connection
 
 from api.errors import status_of
 from memory.models import Conversation, Message
-from tests.api.conftest import error_of
+from tests.personas import error_of
 from tests.tmpfs import fill, mount_tmpfs, unmount
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.storage]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 APPEND = "/agents/main/conversations/telegram:1/messages"
 # Bigger than a page: a full SQLite file may still fit a short row into a page's unused bytes.

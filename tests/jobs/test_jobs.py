@@ -21,11 +21,11 @@ from memory.conversations import message_append
 from memory.models import Memory, MemorySource
 from memory.tools import ToolContext, run_tool
 from resources.bootstrap import bootstrap_seed
-from tests.api.conftest import error_of
 from tests.api.model_script import Script
 from tests.fakeprovider import Reply, error, provider_config_toml, tool_call, use_config
+from tests.personas import error_of
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def soon(**delta):

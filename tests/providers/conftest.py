@@ -4,10 +4,9 @@ from tests.fakeprovider import provider_config_toml, use_config
 
 
 @pytest.fixture
-def openai_chain(home, fake_provider):
+def openai_chain(model):
     """One OpenAI-compatible provider, the fake, in force."""
-    with use_config(provider_config_toml(fake_provider)):
-        yield fake_provider
+    return model
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from tests.fakeprovider import Reply, error, garbage, provider_config_toml, tool
 from tests.memory_factories import fact
 from tests.tmpfs import fill, mount_tmpfs, unmount
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 ADD = json.dumps({"operations": [{"op": "add", "category": "preference", "key": "tea", "value": "likes tea"}]})
 

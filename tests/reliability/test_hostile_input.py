@@ -14,7 +14,7 @@ from memory.rows import MemoryRowError, memory_upsert
 from memory.search import search_memories, search_messages
 from memory.tools import ToolContext, run_tool
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 FTS_SYNTAX = st.sampled_from(['"', "'", "(", ")", "*", ":", "^", "+", "-", "AND", "OR", "NOT", "NEAR", "NEAR(",

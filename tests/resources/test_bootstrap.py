@@ -14,7 +14,7 @@ from resources.bootstrap import (
 from resources.catalog import content_hash
 from resources.models import ResourceRevision
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def folder(home):

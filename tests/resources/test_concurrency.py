@@ -5,7 +5,7 @@ import pytest
 from resources.models import Resource, ResourceRevision
 from tests.resources.processes import run_together
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.storage]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 COMMIT = """
 from resources.services import resource_commit

@@ -14,7 +14,7 @@ from resources.services import (
     resource_write_file,
 )
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def user_md(home):

@@ -8,7 +8,7 @@ from resources.catalog import rollback_caveat
 from resources.models import Resource, ResourceRevision
 from resources.services import resource_commit, resource_rollback, resource_write_file
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def soul(home):

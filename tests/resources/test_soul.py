@@ -14,7 +14,7 @@ from resources.services import resource_write_file
 from resources.soul import PROPOSAL_TTL, soul_apply, soul_deny, soul_propose
 from tests.conftest import run_manage
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 OWNER = "operator"
 
 

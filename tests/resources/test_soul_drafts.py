@@ -19,7 +19,7 @@ from resources.soul import soul_apply, soul_deny
 from tests.fakeprovider import Reply, error, provider_config_toml, use_config
 from tests.memory_factories import fact
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 OWNER = "operator"
 TEMPLATE = bootstrap_template("soul_md")
 SHORTER = TEMPLATE.replace("Short answers by default", "Very short answers by default")
@@ -27,11 +27,10 @@ EXTRA = "".join(f"- **Rule {n}.** Something new the model made up, line {n}.\n" 
 
 
 @pytest.fixture
-def model(home, fake_provider):
+def model(model):
     """The shipped SOUL.md on disk and the fake provider as the only model."""
     bootstrap_seed(agent_id="main")
-    with use_config(provider_config_toml(fake_provider)):
-        yield fake_provider
+    return model
 
 
 def draft(soul, rationale="The owner asked for shorter answers.", **extra):

@@ -1,7 +1,7 @@
 """The search contract, for messages and for memories, on whichever database the suite runs against.
 
 `SearchContract` holds the behaviours; `TestMessageSearch` and `TestMemorySearch` bind them to a table.
-CI runs this file on SQLite (FTS5 mirrors) and, marked `storage`, on PostgreSQL (tsvector + GIN).
+`make test` runs it on SQLite (FTS5 mirrors), then again on PostgreSQL (tsvector + GIN).
 """
 
 import random
@@ -14,7 +14,7 @@ from django.utils import timezone
 from memory import search
 from memory.models import Memory, Message
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 NOW = timezone.now().replace(microsecond=0)
 HOSTILE = ['"', '""', "C++", "node.js", "AND", "OR", "NOT", "NEAR", "(", ")", "NOT OR AND", "a:b", "col:umn*",

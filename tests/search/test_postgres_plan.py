@@ -11,8 +11,6 @@ from memory.search import plan
 from memory.search import postgres as backend
 from memory.search.text import analyse
 
-pytestmark = pytest.mark.storage
-
 
 def test_one_conversation_and_sparse_matches_come_from_the_index():
     one_word = plan.Pass((("pottery",),), 80)

@@ -9,7 +9,7 @@ from memory.conversations import ConversationKey
 from memory.models import Message
 from memory.tools import ToolContext, run_tool
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def _load(distractors: int) -> list[set[int]]:

@@ -9,8 +9,6 @@ from memory import fts
 from memory.models import Message
 from memory.search import search_messages
 
-pytestmark = pytest.mark.storage
-
 
 def _columns(table):
     with connection.cursor() as cursor:

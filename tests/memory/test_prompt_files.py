@@ -10,7 +10,7 @@ from memory.rows import memory_archive
 from resources.models import ResourceRevision
 from tests.memory_factories import fact
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def test_user_md_has_its_sections_in_order_newest_first(home):

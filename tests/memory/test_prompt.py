@@ -12,7 +12,7 @@ from memory.rows import memory_archive
 from tests.conftest import ROOT, process_env
 from tests.memory_factories import fact
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def write_bootstrap(**files):

@@ -17,7 +17,7 @@ from memory.models import Memory, ReviewRun
 from tests.conftest import ROOT, process_env
 from tests.fakeprovider import Reply, provider_config_toml, use_config
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.storage]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 REDIS_URL = os.environ.get("FERMIX_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 

@@ -5,6 +5,7 @@ import logging
 import subprocess
 import sys
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.db import connection
@@ -13,29 +14,29 @@ from django_q.models import OrmQ
 
 from fermix_site.conf import conf
 from memory.compactor import NOTICE, CompactionError, compact, compact_now, compaction_preflight, over_threshold
-from memory.conversations import message_append, window_clear, window_read
+from memory.conversations import window_clear, window_read
 from memory.models import Conversation, Memory, Message, ReviewRun, ReviewState
 from memory.tasks import compact_conversation_task
 from memory.tools import ToolContext, run_tool
 from memory.turns import turn_commit
 from resources.models import ResourceRevision
+from tests import personas
 from tests.conftest import ROOT, process_env
-from tests.fakeprovider import Reply, error, provider_config_toml, use_config
+from tests.fakeprovider import Reply, error
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 CONV = "telegram:1"
 WINDOW = 2000  # tokens: compaction keeps ~744 tokens of newest messages (half, less room for the summary)
 
 
+say = partial(personas.say, conversation=CONV)
+
+
 @pytest.fixture
-def model(home, fake_provider):
-    with use_config(provider_config_toml(fake_provider, context_window=WINDOW)):
-        yield fake_provider
-
-
-def say(text, role="user", trust="operator"):
-    return message_append(agent_id="main", conversation=CONV, role=role, content=text, trust=trust)
+def model(model):
+    with model.configure(context_window=WINDOW):
+        yield model
 
 
 def fill(n, size=1000):

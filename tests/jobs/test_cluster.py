@@ -17,9 +17,9 @@ from memory.models import Memory, ReviewRun, ReviewState
 from memory.reviewer import review_conversation
 from memory.turns import turn_commit
 from tests.conftest import ROOT, process_env
-from tests.fakeprovider import Reply, provider_config_toml, use_config
+from tests.fakeprovider import Reply
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.storage]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ADD_TEA = json.dumps({"operations": [{"op": "add", "category": "preference", "key": "tea", "value": "likes tea"}]})
 
@@ -49,12 +49,6 @@ def wait_for(predicate, timeout=60):
             return value
         time.sleep(0.2)
     raise AssertionError("timed out")
-
-
-@pytest.fixture
-def model(home, fake_provider):
-    with use_config(provider_config_toml(fake_provider)):
-        yield fake_provider
 
 
 def test_the_cluster_runs_the_review_enqueued_by_a_commit(model):

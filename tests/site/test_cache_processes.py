@@ -10,7 +10,7 @@ import pytest
 from memory import conversations, rows
 from tests.conftest import process_env
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.storage, pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 CONV = {"agent": "main", "conversation": "telegram:7"}
 

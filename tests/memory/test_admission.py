@@ -6,7 +6,7 @@ from memory.admission import AdmissionError, Writer, admit_add, admit_archive, a
 from memory.conversations import ConversationKey
 from memory.models import Memory
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 CONV = ConversationKey.parse("telegram:1")
 

@@ -14,7 +14,7 @@ from memory.rows import (
     memory_upsert,
 )
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def upsert(key="city", value="lives in Lisbon", category="identity", **fields):

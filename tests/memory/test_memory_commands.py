@@ -11,7 +11,7 @@ from memory.prompt_files import prompt_files_rebuild
 from memory.rows import memory_archive, memory_upsert
 from tests.memory_factories import fact
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def test_restore_brings_the_fact_back_into_the_files_and_prompt_at_once(home, capsys):

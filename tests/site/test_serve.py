@@ -5,12 +5,11 @@ import signal
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from django.db import connection
 
 from tests.conftest import run_manage, write_config
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture

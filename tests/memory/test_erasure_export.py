@@ -21,7 +21,7 @@ from resources.models import ResourceRevision
 from resources.services import resource_commit
 from tests.memory_factories import fact
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def populate():

@@ -11,7 +11,7 @@ from fermix_site import health
 from fermix_site.conf import StorageConf, conf
 from fermix_site.models import Heartbeat
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def test_healthz_needs_no_key_and_reports_database_and_worker(client):

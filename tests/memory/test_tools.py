@@ -7,7 +7,7 @@ from memory.conversations import ConversationKey, message_append
 from memory.models import Memory, MemorySource
 from memory.tools import ToolContext, run_tool
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 CONV = ConversationKey.parse("telegram:1")
 
@@ -131,11 +131,18 @@ def test_job_runs_see_only_their_own_job_memories_and_no_history(home):
     assert [d["key"] for d in call("memory_sources_list", job).data] == ["job:4"]
 
 
-@pytest.mark.parametrize("query", ['"', "C++", "node.js", "AND", "(", "OR NOT", "naïve 🙂", "a:b*", "'; --", "   "])
+@pytest.mark.parametrize("query", ['"', "C++", "node.js", "AND", "(", "OR NOT", "naïve 🙂", "a:b*", "'; --"])
 def test_any_text_is_a_valid_query(home, query):
-    call("memory_store", key="lang", value="writes C++ and node.js", category="interest")
+    row_id = call("memory_store", key="lang", value="writes C++ and node.js", category="interest").data["id"]
     result = call("memory_recall", query=query, source="all")
-    assert result.ok or result.data == {"error": "invalid_argument"}
+    # Which words match is the search backends' contract (tests/search); the tool answers every text.
+    assert result.ok and [d["id"] for d in result.data] in ([], [row_id])
+
+
+def test_a_query_of_only_spaces_is_refused(home):
+    call("memory_store", key="lang", value="writes C++ and node.js", category="interest")
+    result = call("memory_recall", query="   ", source="all")
+    assert not result.ok and result.data == {"error": "invalid_argument"}
 
 
 def test_unknown_tools_and_bad_arguments(home):

@@ -7,7 +7,7 @@ from memory.conversations import ConversationError, window_read
 from memory.models import Message
 from memory.transcripts import transcript_store
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
 def test_transcripts_are_not_stored_by_default(home):

@@ -3,20 +3,20 @@
 import sqlite3
 import threading
 import time
+from functools import partial
 
 import pytest
 from django.db import OperationalError, connection
 
 from fermix_site.conf import conf, load
-from memory.conversations import ConversationError, ConversationKey, message_append, window_clear, window_read
+from memory.conversations import ConversationError, ConversationKey, window_clear, window_read
 from memory.models import Conversation, Message
+from tests import personas
 
-pytestmark = [pytest.mark.django_db, pytest.mark.storage]
+pytestmark = pytest.mark.django_db
 
 
-def say(text, conversation="telegram:42", **fields):
-    fields.setdefault("role", "user")
-    return message_append(agent_id="main", conversation=conversation, content=text, **fields)
+say = partial(personas.say, trust="guest")  # the trust message_append defaults to
 
 
 def texts(messages):

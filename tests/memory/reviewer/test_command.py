@@ -1,0 +1,43 @@
+"""`memory_review --now`: every conversation or one, JSON or text, and its errors."""
+
+import json
+
+import pytest
+from django.core.management import call_command
+
+from memory.reviewer import review_now
+from tests.fakeprovider import Reply, error
+from tests.memory.reviewer.conftest import say
+
+pytestmark = pytest.mark.django_db
+
+
+def test_review_now_walks_conversations_and_prints_json(model, capsys):
+    say("I like tea")
+    say("I like chess", conversation="slack:2")
+    say("guest only", conversation="slack:3", trust="guest")
+    model.responder = lambda request: Reply(text="Nothing to save.")
+    call_command("memory_review", "--now", "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert report["total"] == 2
+    assert [r["conversation"] for r in report["results"]] == ["slack:2:root", "telegram:1:root"]
+    assert set(report["results"][0]) == {"conversation", "status", "reason", "ops_added", "ops_replaced",
+                                         "ops_archived", "ops_skipped", "input_messages", "input_tokens"}
+    say("more tea")
+    call_command("memory_review", "--now", "--conversation", "telegram:1")
+    out = capsys.readouterr().out
+    assert "[1/1] telegram:1:root: nothing_to_save" in out and "Reviewed 1 conversation(s): 1 nothing_to_save" in out
+    assert review_now(agent_id="main", conversation="telegram:1")["results"][0]["reason"] == "no_new_messages"
+
+
+def test_review_command_errors(model):
+    from django.core.management import CommandError
+
+    with pytest.raises(CommandError, match="conversation key"):
+        call_command("memory_review", "--now", "--conversation", "bad key")
+    with pytest.raises(CommandError, match="--agent"):
+        call_command("memory_review", "--now", "--agent", "../x")
+    say("I like tea")
+    model.push(error(400, "bad request"))
+    with pytest.raises(CommandError, match="1 review\\(s\\) failed"):
+        call_command("memory_review", "--now")
