@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import AfterValidator, BeforeValidator, Strict
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Strict
 
 from fermix_site.conf import ID_PATTERN, valid_id
 from memory.conversations import KEY_PATTERN
@@ -76,6 +76,16 @@ WARNINGS_HELP = ("what of a committed change is not in place yet: `prompt_files_
 Warnings = Annotated[list[str], Field(description=WARNINGS_HELP)]
 
 
+def _iso_text(value):
+    """A time in a JSON body is ISO 8601 text: a number (which pydantic would read as epoch seconds) is refused."""
+    if not isinstance(value, str):
+        raise ValueError("a time must be ISO 8601 text with its offset, e.g. 2023-08-01T18:30:00+01:00")
+    return value
+
+
+IsoTime = Annotated[AwareDatetime, BeforeValidator(_iso_text)]
+
+
 # --- conversations ---------------------------------------------------------------------------------
 
 
@@ -87,6 +97,9 @@ class MessageIn(Schema):
     trust: Trust = "guest"
     kind: Literal["chat", "voice_turn", "notice", "tool"] = "chat"
     metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: IsoTime | None = Field(
+        None, description="backfill: when it was said (ISO 8601 with its offset; operator keys only; not before the "
+                          "conversation's newest message, at most 5 minutes in the future); default now")
 
 
 class MessageCreated(Schema):

@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from django.db import OperationalError, transaction
@@ -29,6 +30,7 @@ APPEND_BACKOFF_S = 0.05
 KINDS = {"chat", "voice_turn", "checkpoint", "notice", "tool"}
 ROLES, TRUSTS = frozenset(Role.values), frozenset(Trust.values)
 MAX_CONTENT_BYTES = 512 * 1024
+MAX_CLOCK_AHEAD = timedelta(minutes=5)  # a backfilled `created_at` may be this far past our clock, no more
 
 # A chat id or thread: no ':', '/', '\\', white space or control character, not '.' or '..'. Written so that
 # Python and the OpenAPI document's (JavaScript) regular expressions read it the same: \x85 and \ufeff
@@ -136,20 +138,27 @@ def message_append(
     trust: str = Trust.GUEST,
     kind: str = "chat",
     metadata: dict | None = None,
+    created_at: datetime | None = None,
     also: Callable[[Message], None] | None = None,
 ) -> Message:
     """Store one message durably. A locked database is retried (3 attempts, short backoff), then raised.
 
     `also(message)` runs inside the append's transaction, after the insert: what it writes commits with
     the message or not at all (an idempotency record), and an error it raises stores nothing.
+
+    `created_at` backfills history: an aware time, not before the conversation's newest message (the
+    window is in time order) and at most five minutes past now. Default: now.
     """
     key = ConversationKey.parse(conversation)
     owner_id = owner_id or conf.memory.owner_id
     _check_agent(agent_id)
     _validate(role, content, kind, trust, owner_id)
+    if created_at is not None:
+        _check_time(created_at)
+        created_at = created_at.astimezone(UTC)
     fields = dict(
         agent_id=agent_id, owner_id=owner_id, sender=sender[:256], role=role, kind=kind, trust=trust,
-        content=content, metadata=metadata or {}, **key.filter(),
+        content=content, metadata=metadata or {}, created_at=created_at, **key.filter(),
     )
     return retry_when_locked(lambda: _append_once(agent_id, key, fields, also), f"message append on {agent_id}/{key}")
 
@@ -168,13 +177,32 @@ def retry_when_locked(write: Callable[[], T], what: str) -> T:
     raise AssertionError("unreachable")
 
 
+def _check_time(created_at: datetime) -> None:
+    if not isinstance(created_at, datetime) or timezone.is_naive(created_at):
+        raise ConversationError("invalid_created_at", "created_at must be an ISO 8601 time with its offset")
+    if created_at > timezone.now() + MAX_CLOCK_AHEAD:
+        raise ConversationError("created_at_in_future", "created_at is more than 5 minutes in the future")
+
+
+def _check_order(agent_id: str, key: ConversationKey, created_at: datetime) -> None:
+    """Call inside the append's transaction: the conversation's messages stay in time order."""
+    newest = (Message.objects.filter(agent_id=agent_id, **key.filter()).order_by("-created_at", "-id")
+              .values_list("created_at", flat=True).first())
+    if newest is not None and created_at < newest:
+        raise ConversationError("created_at_out_of_order",
+                                f"created_at {created_at.isoformat()} is before the conversation's newest message "
+                                f"({newest.isoformat()}): backfill in order, oldest first")
+
+
 def _append_once(agent_id: str, key: ConversationKey, fields: dict, also: Callable[[Message], None] | None) -> Message:
     name = generation_name(agent_id, key)
     with transaction.atomic():
         # An index probe on every append; the get_or_create (a whole row read) only the first time.
         if not Conversation.objects.filter(agent_id=agent_id, key=str(key)).exists():
             conversation_get_or_create(agent_id=agent_id, key=key, owner_id=fields["owner_id"])
-        message = Message.objects.create(created_at=timezone.now(), **fields)
+        if fields["created_at"] is not None:
+            _check_order(agent_id, key, fields["created_at"])
+        message = Message.objects.create(**{**fields, "created_at": fields["created_at"] or timezone.now()})
         new_generation = generations.bump(name)[name]
         if also is not None:
             also(message)

@@ -39,13 +39,15 @@ def _endpoint(agent: str, key: ConversationKey, action: str) -> str:
 def append_message(request, agent: str, conv: str, payload: s.MessageIn, idempotency_key: idempotency.KeyHeader):
     """Append one message to the conversation (the bot's record of what was said)."""
     key = _key(conv)
+    if payload.created_at is not None:
+        request.auth.require_operator("backfilling created_at")
     once = idempotency.keyed(request, key=idempotency_key, endpoint=_endpoint(agent, key, "messages"),
                              payload=payload)
 
     def append(also):
         return message_append(agent_id=agent, conversation=key, role=payload.role, content=payload.content,
                               owner_id=payload.owner_id, sender=payload.sender, trust=request.auth.trust(payload.trust),
-                              kind=payload.kind, metadata=payload.metadata, also=also)
+                              kind=payload.kind, metadata=payload.metadata, created_at=payload.created_at, also=also)
 
     def created(message) -> dict:
         return {"id": message.id, "conversation": message.conversation_key, "created_at": message.created_at}
