@@ -227,6 +227,8 @@ class ToolOut(Schema):
     result: str
     data: dict[str, Any] | list[Any]
     warnings: Warnings = []
+    meta: dict[str, Any] | None = Field(None, description="memory_recall: {mode, degraded, time}: which mode ran, "
+                                                          "why a weaker one did, the time spans read from the query")
 
 
 class MemoryOut(Schema):

@@ -17,6 +17,8 @@ from memory.admission import AdmissionError, Writer, admit_add, admit_archive, a
 from memory.conversations import ConversationError, ConversationKey
 from memory.models import Memory, MemorySource, Message, ScopeType, Trust
 from memory.rows import MemoryRowError, conversation_source
+from memory.search import recall
+from memory.search.when import parse_bound
 
 SCOPES = ("current", "owner", "all")
 SOURCES = ("memories", "history", "all")
@@ -55,9 +57,11 @@ class ToolResult:
     result: str
     data: dict | list = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # the change was made, but not all of it shows yet
+    meta: dict | None = None  # recall: which mode ran, and why a weaker one did
 
     def as_dict(self) -> dict:
-        return {"ok": self.ok, "result": self.result, "data": self.data, "warnings": self.warnings}
+        answer = {"ok": self.ok, "result": self.result, "data": self.data, "warnings": self.warnings}
+        return answer if self.meta is None else {**answer, "meta": self.meta}
 
 
 def refuse(code: str, message: str) -> ToolResult:
@@ -186,23 +190,47 @@ def memory_recall(ctx: ToolContext, arguments: dict) -> ToolResult:
                                          "only this conversation (scope current)")
         if not key and not (query and query.strip()):
             return refuse("invalid_argument", "memory_recall needs key or query")
+        mode = _text(arguments, "mode") or recall.default_mode()
+        if mode not in recall.MODES:
+            return refuse("invalid_argument", f"mode must be one of {', '.join(recall.MODES)}")
+        after, before = _bound(arguments, "after"), _bound(arguments, "before")
         found: list[dict] = []
+        meta = None
         if source in ("memories", "all"):
             filters = _memory_filters(ctx, scope)
             if key:
                 orm = search._orm(filters)
                 rows = list(Memory.objects.filter(key=key.strip(), **orm).order_by("-updated_at")[:limit])
+                found += [memory_row_data(r) for r in rows]
             else:
-                rows = search.search_memories(query=query, filters=filters, limit=limit)
-            found += [memory_row_data(r) for r in rows]
+                answer = recall.recall(search.MEMORIES, query=query, filters=filters, limit=limit, mode=mode,
+                                       after=after, before=before)
+                found += [_explained(memory_row_data(r), r) for r in answer.rows]
+                meta = answer.meta
         if source in ("history", "all") and query:
-            messages = search.search_messages(query=query, filters=_history_filters(ctx, scope), limit=limit)
-            found += [message_data(m) for m in messages]
+            answer = recall.recall(search.MESSAGES, query=query, filters=_history_filters(ctx, scope), limit=limit,
+                                   mode=mode, after=after, before=before)
+            found += [_explained(message_data(m), m) for m in answer.rows]
+            meta = answer.meta if meta is None or answer.degraded else meta
     except (MemoryRowError, ConversationError) as exc:
         return refuse(getattr(exc, "code", "invalid_argument"), str(exc))
     if not found:
-        return ToolResult(True, "No matching memories.", [])
-    return ToolResult(True, "\n".join(_line(item) for item in found), found)
+        return ToolResult(True, "No matching memories.", [], meta=meta)
+    return ToolResult(True, "\n".join(_line(item) for item in found), found, meta=meta)
+
+
+def _bound(arguments: dict, name: str):
+    value = _text(arguments, name)
+    if value is None or not value.strip():
+        return None
+    try:
+        return parse_bound(value)
+    except ValueError:
+        raise MemoryRowError("invalid_argument", f"{name} must be an ISO date or date-time, e.g. 2023-08-01") from None
+
+
+def _explained(item: dict, row) -> dict:
+    return {**item, "signals": row.signals, "context": row.context}
 
 
 def _line(item: dict) -> str:
@@ -273,13 +301,20 @@ DEFINITIONS = [
     }},
     {"type": "function", "function": {
         "name": "memory_recall",
-        "description": "Look up memories by key, or search memories and/or conversation history by words.",
+        "description": "Look up memories by key, or search memories and/or conversation history by words or a "
+                       "question. Time words in the question (\"yesterday\", \"last week\", \"in August 2023\") "
+                       "narrow it to that time.",
         "parameters": {"type": "object", "properties": {
             "key": {"type": "string"},
             "query": {"type": "string", "description": "words or a natural-language question"},
             "scope": {"type": "string", "enum": list(SCOPES), "default": "current"},
             "source": {"type": "string", "enum": list(SOURCES), "default": "memories"},
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+            "mode": {"type": "string", "enum": list(recall.MODES),
+                     "description": "hybrid (words and meaning; the default when embeddings are configured), "
+                                    "lexical (words only) or semantic (meaning only)"},
+            "after": {"type": "string", "description": "only what was said at or after this ISO date or time"},
+            "before": {"type": "string", "description": "only what was said before this ISO date or time"},
         }},
     }},
     {"type": "function", "function": {

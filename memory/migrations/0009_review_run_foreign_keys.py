@@ -9,6 +9,8 @@ that names no existing run leaves the field empty. Backwards, `run_id` gets its 
 import django.db.models.deletion
 from django.db import migrations, models
 
+from memory import fts
+
 BATCH = 500
 
 
@@ -28,6 +30,12 @@ def fill_from_strings(apps, schema_editor):
         number = _run_number(text)
         if number in known:
             events.filter(actor_id=text).update(run_id=number)
+
+
+def repair_search_triggers(apps, schema_editor):
+    """SQLite rebuilt `memories` for the new columns, which drops its FTS triggers: put them back."""
+    if schema_editor.connection.vendor == "sqlite":
+        fts.repair(schema_editor.connection)
 
 
 def fill_strings(apps, schema_editor):
@@ -65,4 +73,5 @@ class Migration(migrations.Migration):
                                     related_name="+", to="memory.reviewrun",
                                     help_text="the review run that last wrote the row"),
         ),
+        migrations.RunPython(repair_search_triggers, repair_search_triggers),
     ]

@@ -19,7 +19,7 @@ from django.db.models import Model, Q
 
 from memory.models import Memory, Message
 from memory.search import postgres, rank, sqlite
-from memory.search.filters import where_sql
+from memory.search.filters import column_of, where_sql
 from memory.search.rank import Scored
 from memory.search.text import Query, analyse
 
@@ -52,7 +52,7 @@ def _orm(filters: dict) -> dict:
 def _check_filters(corpus: Corpus, filters: dict) -> None:
     names = {f.column for f in corpus.model._meta.concrete_fields}
     for column in filters:
-        if column.removesuffix("__isnull") not in names:
+        if column_of(column) not in names:
             raise ValueError(f"cannot filter {corpus.table} on {column!r}")
 
 
@@ -66,7 +66,8 @@ def _fallback(corpus: Corpus, query: Query, filters: dict, limit: int) -> list[S
     return [Scored(row.pk, 0.0, "") for row in rows]
 
 
-def _search(corpus: Corpus, query, filters: dict, limit: int) -> list:
+def lexical_hits(corpus: Corpus, query, filters: dict, limit: int) -> list[Scored]:
+    """The lexical ranking of `query` (with the replies after the best message hits), best first."""
     limit = max(1, min(int(limit), MAX_LIMIT))
     _check_filters(corpus, filters)
     parsed = analyse(query if isinstance(query, str) else str(query or ""))
@@ -76,14 +77,23 @@ def _search(corpus: Corpus, query, filters: dict, limit: int) -> list:
     hits = backend.search(corpus, parsed, filters, limit) if backend else _fallback(corpus, parsed, filters, limit)
     if corpus is MESSAGES:
         hits = _with_replies(hits, filters, limit)
+    return hits
+
+
+def rows_of(corpus: Corpus, hits: list[Scored]) -> list:
+    """The model rows of `hits`, in their order, each with `search_score`, `snippet` and the hit itself."""
     rows = corpus.model.objects.in_bulk([h.id for h in hits])
     found = []
     for hit in hits:
         row = rows.get(hit.id)
         if row is not None:
-            row.search_score, row.snippet = hit.score, hit.snippet
+            row.search_score, row.snippet, row.hit = hit.score, hit.snippet, hit
             found.append(row)
     return found
+
+
+def _search(corpus: Corpus, query, filters: dict, limit: int) -> list:
+    return rows_of(corpus, lexical_hits(corpus, query, filters, limit))
 
 
 # The next messages of a hit's conversation, by vendor (why they differ: in `_with_replies`).
@@ -122,7 +132,7 @@ def _with_replies(hits: list[Scored], filters: dict, limit: int) -> list[Scored]
             for (reply_id, content, _), share in zip(later, FOLLOW_SHARES, strict=False):
                 score = hit.score * share
                 if reply_id not in scores or scores[reply_id].score < score:
-                    scores[reply_id] = Scored(reply_id, score, rank.snippet(content, set(), {}))
+                    scores[reply_id] = Scored(reply_id, score, rank.snippet(content, set(), {}), reply_to=hit.id)
     return sorted(scores.values(), key=lambda h: (-h.score, -h.id))[:limit]
 
 

@@ -1,8 +1,28 @@
-"""The SQL of search filters, shared by the façade and both backends."""
+"""The SQL of search filters, shared by the façade and both backends.
+
+A filter is `column: value` (equal), `column: [values]` (one of), `column__isnull: bool`, or a bound on a
+time column, `column__gte: datetime` / `column__lt: datetime`.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import connection
+
+BOUNDS = {"__gte": ">=", "__lt": "<"}
+
+
+def column_of(name: str) -> str:
+    """The column a filter names (`created_at__gte` → `created_at`)."""
+    for suffix in ("__isnull", *BOUNDS):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _bound(value):
+    return connection.ops.adapt_datetimefield_value(value) if isinstance(value, datetime) else value
 
 
 def where_sql(alias: str, filters: dict, *, by_key: bool = False) -> tuple[str, list]:
@@ -13,8 +33,12 @@ def where_sql(alias: str, filters: dict, *, by_key: bool = False) -> tuple[str, 
     for column, value in filters.items():
         if value is None:
             continue
+        bound = next((op for suffix, op in BOUNDS.items() if column.endswith(suffix)), None)
         if column.endswith("__isnull"):
             clauses.append(f"{plus}{alias}.{column[:-8]} IS {'' if value else 'NOT '}NULL")
+        elif bound:
+            clauses.append(f"{plus}{alias}.{column_of(column)} {bound} %s")
+            params.append(_bound(value))
         elif isinstance(value, list | tuple | set):
             if not value:
                 clauses.append("1=0")

@@ -34,6 +34,7 @@ class Scored:
     id: int
     score: float
     snippet: str
+    reply_to: int | None = None  # a reply added after this hit (context), not a match of its own
 
 
 def idf(df: float, total: float) -> float:

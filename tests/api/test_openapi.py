@@ -71,7 +71,7 @@ def test_every_operation_needs_the_bearer_key_and_documents_the_error_shape(docu
 def test_the_request_fields_of_the_contract_are_documented(document):
     schemas = document["components"]["schemas"]
     assert set(schemas["MessageIn"]["properties"]) == {"role", "content", "sender", "owner_id", "trust", "kind",
-                                                       "metadata"}
+                                                       "metadata", "created_at"}
     assert set(schemas["MessageIn"]["required"]) == {"role", "content"}
     assert set(schemas["CommitIn"]["properties"]) == {"owner_id", "trust", "peak_prompt_tokens", "context_window"}
     assert set(schemas["TurnOut"]["required"]) >= {"reply", "notices", "usage"}
