@@ -21,6 +21,7 @@ from fermix_site.conf import ConfigError, conf
 from fermix_site.queries import database_answers
 from fermix_site.storage import SQLITE_SYNCHRONOUS, SYNCHRONOUS_LEVELS, storage_state
 from memory import checks as memory_checks
+from memory import vectors
 from resources.bootstrap import BOOTSTRAP_TYPES, TEMPLATE_DIR, bootstrap_template_check
 from resources.catalog import FILE_NAMES, content_hash
 from resources.files import read_bytes, resource_file_path
@@ -208,8 +209,26 @@ def check_durability() -> Check:
     return Check("durability", OK, f'durability "{durability}": SQLite synchronous {level} in WAL', details)
 
 
+def check_embeddings() -> Check:
+    """Vectors per embedding model: how many messages and live memory rows have one."""
+    if conf.embeddings.backend == "none":
+        return Check("embeddings", OK, 'embeddings are off (backend = "none"): recall is lexical')
+    models = vectors.coverage()
+    current = next((m for m in models if m["current"]), None)
+    if current is None:
+        return Check("embeddings", WARNING, "the embedding model could not be loaded", {"models": models})
+    missing = sum(vectors.pending_counts(current["model_id"], older_than=vectors.GRACE))
+    text = (f"{current['model_id']}: {current['messages']:,} of {current['messages_total']:,} messages, "
+            f"{current['memories']:,} of {current['memories_total']:,} memory rows embedded")
+    if missing:
+        return Check("embeddings", WARNING, text + f"; {missing:,} wait (the cluster embeds them, or run "
+                     "`python manage.py embeddings_rebuild`); hybrid recall is lexical until they are done",
+                     {"models": models})
+    return Check("embeddings", OK, text, {"models": models})
+
+
 CHECKS = (check_migrations, check_fts, check_wal, check_durability, check_revision_hashes, check_prompt_files,
-          check_bootstrap_templates, check_worker)
+          check_bootstrap_templates, check_worker, check_embeddings)
 
 
 def doctor_run() -> list[Check]:

@@ -7,6 +7,7 @@ SCHEDULES = {
     "fermix-prompt-files-rebuild": ("memory.tasks.rebuild_prompt_files_all", "HOURLY", None),
     "fermix-search-index-optimize": ("memory.tasks.optimize_search_index", "DAILY", None),
     "fermix-idempotency-prune": ("api.tasks.idempotency_records_prune", "HOURLY", None),
+    "fermix-embeddings": ("memory.tasks.embed_pending_task", "MINUTES", 1),
 }
 
 

@@ -22,6 +22,7 @@ from fermix_site import generations
 from fermix_site.conf import conf, valid_id
 from memory.errors import CodedError
 from memory.models import Conversation, Message, Role, Trust
+from memory.vectors import EMBEDDED_KINDS, queue_embedding
 
 logger = logging.getLogger("fermix.memory")
 
@@ -204,6 +205,8 @@ def _append_once(agent_id: str, key: ConversationKey, fields: dict, also: Callab
             _check_order(agent_id, key, fields["created_at"])
         message = Message.objects.create(**{**fields, "created_at": fields["created_at"] or timezone.now()})
         new_generation = generations.bump(name)[name]
+        if message.kind in EMBEDDED_KINDS:
+            queue_embedding()
         if also is not None:
             also(message)
         transaction.on_commit(lambda: _write_through(agent_id, key, message, new_generation))

@@ -22,6 +22,7 @@ from memory.conversations import ConversationKey
 from memory.conversations import generation_name as conversation_generation
 from memory.models import Conversation, Memory, MemorySource, Message, ReviewRun, ReviewState, memories_generation
 from memory.prompt_files import prompt_files_rebuild
+from memory.vectors import forget_memory_vectors, forget_message_vectors
 from resources.models import ResourceRevision
 from resources.services import prompt_generation
 
@@ -93,9 +94,14 @@ def memory_forget_owner(*, owner_id: str, agent_id: str | None = None) -> Erasur
             report.review_runs += _deleted(ReviewRun.objects.filter(agent_id=agent, conversation_key=key), "ReviewRun")
             ReviewState.objects.filter(agent_id=agent, conversation_key=key).delete()
             MemorySource.objects.filter(agent_id=agent, key=ConversationKey.parse(key).source_key).delete()
-            # Every message of the owner's conversations, the assistant's replies included.
-            report.messages += _deleted(Message.objects.filter(agent_id=agent, **ConversationKey.parse(key).filter()),
-                                        "Message")
+            # Every message of the owner's conversations, the assistant's replies included, and their vectors.
+            said = Message.objects.filter(agent_id=agent, **ConversationKey.parse(key).filter())
+            forget_message_vectors(said, agent)
+            report.messages += _deleted(said, "Message")
+        for agent in report.agents:
+            forget_message_vectors(Message.objects.filter(owner_id=owner_id, agent_id=agent), agent)
+            memories = Memory.objects.filter(owner_id=owner_id, agent_id=agent)
+            forget_memory_vectors(memories.values_list("pk", flat=True), agent)
         report.messages += _deleted(Message.objects.filter(owner_id=owner_id, **scope), "Message")
         report.review_runs += _deleted(ReviewRun.objects.filter(owner_id=owner_id, **scope), "ReviewRun")
         report.memories = _deleted(Memory.objects.filter(owner_id=owner_id, **scope), "Memory")

@@ -315,3 +315,35 @@ class ReviewOperation(models.Model):
 
     def __str__(self):
         return f"{self.op} ({self.status})"
+
+
+class Embedding(models.Model):
+    """One message's or memory row's vector under one embedding model, in the database so every node
+    reads the same. The scope columns are copied from the row (`conversation` is a message's conversation
+    key; a memory row's is empty), so a scope's vectors are read without a join."""
+
+    class Kind(models.TextChoices):
+        MESSAGE = "message"
+        MEMORY = "memory"
+
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    object_id = models.BigIntegerField()
+    agent_id = models.CharField(max_length=64)
+    owner_id = models.CharField(max_length=64)
+    conversation = models.CharField(max_length=600, blank=True, default="")
+    model_id = models.CharField(max_length=200)
+    dimensions = models.PositiveSmallIntegerField()
+    vector = models.BinaryField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "embeddings"
+        constraints = [models.UniqueConstraint(fields=["kind", "object_id", "model_id"], name="embeddings_object_uniq")]
+        indexes = [
+            models.Index(fields=["model_id", "kind", "agent_id", "conversation", "id"], name="embeddings_conv_idx"),
+            models.Index(fields=["model_id", "kind", "agent_id", "owner_id", "id"], name="embeddings_owner_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} #{self.object_id} ({self.model_id})"
+

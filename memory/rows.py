@@ -16,6 +16,7 @@ from fermix_site.conf import valid_id
 from memory.errors import CodedError
 from memory.models import Category, Memory, MemoryEvent, MemorySource, ScopeType, memories_generation
 from memory.prompt_files import promote_target_for
+from memory.vectors import forget_memory_vectors, queue_embedding
 
 MAX_VALUE_CHARS = 200
 MAX_KEY_CHARS = 200
@@ -70,6 +71,10 @@ def _validate_row(*, agent_id, owner_id, scope_type, scope_id, key, category, co
 
 def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: str, actor_id: str, reason: str,
            run_id: int | None = None):
+    if action != MemoryEvent.Action.ADD:  # a changed, archived or restored row is embedded again, if live
+        forget_memory_vectors([memory.id], memory.agent_id)
+    if memory.archived_at is None:
+        queue_embedding()
     MemoryEvent.objects.create(
         memory=memory,
         action=action,

@@ -7,6 +7,7 @@ from memory.compactor import WINDOW_MOVED, CompactionError, compact
 from memory.models import Memory
 from memory.prompt_files import prompt_files_rebuild
 from memory.reviewer import review_conversation
+from memory.vectors import embed_pending
 
 
 def rebuild_prompt_files_all():
@@ -39,3 +40,9 @@ def compact_conversation_task(agent_id: str, conversation_key: str, context_wind
         if exc.code != WINDOW_MOVED:
             raise
         return {"compacted": False, "messages": 0, "reason": WINDOW_MOVED}
+
+
+def embed_pending_task(agent_id: str | None = None):
+    """Embed the messages and memory rows that have no vector under the current model yet."""
+    done = embed_pending(agent_id=agent_id)
+    return {"messages": done.messages, "memories": done.memories, "batches": done.batches}

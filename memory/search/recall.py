@@ -12,18 +12,26 @@ which mode ran and, when a weaker one ran instead, why (`degraded`).
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.utils import timezone
 
-from memory.search import MAX_LIMIT, Corpus, lexical_hits, rows_of
+from fermix_site.conf import conf
+from memory import embeddings
+from memory.models import Embedding, Message
+from memory.search import MAX_LIMIT, Corpus, lexical_hits, rows_of, semantic
 from memory.search.rank import MARK_END, MARK_START, Scored
 from memory.search.text import analyse
 from memory.search.when import Span, read_time
 
+logger = logging.getLogger("fermix.memory.recall")
+
 MODES = ("hybrid", "lexical", "semantic")
+# Fusion (tuned on bench/recall_eval.py; docs/recall.md): the lexical list's best matches stay first.
+KEEP_LEXICAL, RRF_K, W_LEXICAL, W_SEMANTIC = 3, 10, 1.0, 0.8
 MARKED = re.compile(re.escape(MARK_START) + r"(.+?)" + re.escape(MARK_END))
 SPAN_LISTING = 50  # a question that is only a time ("what happened yesterday?") lists its span's rows
 
@@ -61,17 +69,45 @@ def _listing(corpus: Corpus, filters: dict, limit: int) -> list[Scored]:
     return [Scored(pk, 0.0, "") for pk in rows[:min(limit, SPAN_LISTING)]]
 
 
-def _lexical(corpus: Corpus, text: str, filters: dict, spans: list[Span], limit: int) -> tuple[list[Scored], set]:
-    """The lexical ranking, rows inside the query's time span first; and the ids found inside it."""
-    if not spans:
-        return lexical_hits(corpus, text, filters, limit), set()
-    span = _bounded(corpus, filters, min(s.start for s in spans), max(s.end for s in spans))
+def _lexical(corpus: Corpus, text: str, filters: dict, span: dict | None, limit: int) -> tuple[list, list]:
+    """The lexical ranking inside the query's time span (`span`: the filters bounded by it) and outside it."""
+    if span is None:
+        return [], lexical_hits(corpus, text, filters, limit)
     has_words = bool(analyse(text))
     # No match inside the span (or no words besides the time): what was said then, in order.
     inside = (lexical_hits(corpus, text, span, limit) if has_words else []) or _listing(corpus, span, limit)
     seen = {h.id for h in inside}
     outside = [h for h in lexical_hits(corpus, text, filters, limit) if h.id not in seen] if has_words else []
-    return (inside + outside)[:limit], seen
+    return inside, outside
+
+
+def _semantic(corpus: Corpus, model, text: str, filters: dict, span: dict | None, limit: int):
+    """The nearest rows inside the span and outside it, and why semantic recall cannot be trusted (or None)."""
+    kind = Embedding.Kind.MESSAGE if corpus.model is Message else Embedding.Kind.MEMORY
+    if span is not None:
+        inside = semantic.neighbours(kind, model, text, span, limit)
+        outside = semantic.neighbours(kind, model, text, filters, limit)
+        seen = {h.id for h in inside.hits}
+        return inside.hits, [h for h in outside.hits if h.id not in seen], inside.degraded or outside.degraded
+    found = semantic.neighbours(kind, model, text, filters, limit)
+    return [], found.hits, found.degraded
+
+
+def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int) -> list[tuple[Scored, float]]:
+    """One ranking from two: the lexical list's best KEEP_LEXICAL matches stay in front, in their order;
+    every other row is placed by weighted reciprocal rank, W_LEXICAL / (RRF_K + rank) + W_SEMANTIC / (RRF_K +
+    rank), a reply weighing as its place in the lexical list. Returns (hit, fused score), best first."""
+    scores: dict[int, float] = {}
+    hits: dict[int, Scored] = {}
+    for rank, hit in enumerate(lexical, start=1):
+        scores[hit.id] = scores.get(hit.id, 0.0) + W_LEXICAL / (RRF_K + rank)
+        hits.setdefault(hit.id, hit)
+    for rank, hit in enumerate(semantic_hits, start=1):
+        scores[hit.id] = scores.get(hit.id, 0.0) + W_SEMANTIC / (RRF_K + rank)
+        hits.setdefault(hit.id, hit)
+    kept = [h.id for h in lexical if h.reply_to is None][:KEEP_LEXICAL]
+    rest = sorted((i for i in scores if i not in kept), key=lambda i: (-scores[i], -i))
+    return [(hits[i], scores[i]) for i in kept + rest][:limit]
 
 
 def _why(hit: Scored, in_span: bool, spans: list[Span], semantic: bool) -> str:
@@ -92,20 +128,45 @@ def recall(corpus: Corpus, *, query: str, filters: dict, limit: int = 20, mode: 
     read = read_time(query or "", now or timezone.now())
     spans = list(read.spans)
     filters = _bounded(corpus, filters, after, before)
-    ran, degraded = mode, None
+    span = _bounded(corpus, filters, min(s.start for s in spans), max(s.end for s in spans)) if spans else None
+    ran, degraded, model = mode, None, None
     if mode != "lexical":
-        ran, degraded = "lexical", "embeddings_unavailable"
-    hits, in_span = _lexical(corpus, read.text, filters, spans, limit)
-    lexical_rank = {h.id: n for n, h in enumerate(hits, start=1) if h.reply_to is None}
-    rows = rows_of(corpus, hits)
+        model = embeddings.embedder()
+        if model is None:
+            ran, degraded = "lexical", "embeddings_not_configured"
+    lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, limit) if ran != "semantic" else ([], [])
+    semantic_in, semantic_out = [], []
+    if ran != "lexical":
+        try:
+            semantic_in, semantic_out, degraded = _semantic(corpus, model, read.text or query, filters, span, limit)
+        except embeddings.EmbeddingError as exc:
+            logger.warning("recall ran lexically: %s", exc)
+            semantic_in, semantic_out, degraded = [], [], "embeddings_failed"
+        if degraded:  # incomplete or failing vectors: the lexical ranking alone, and the answer says so
+            ran, semantic_in, semantic_out = "lexical", [], []
+            lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, limit)
+    ranked = fuse(lexical_in, semantic_in, limit) + fuse(lexical_out, semantic_out, limit)
+    seen, ordered = set(), []
+    for hit, score in ranked:
+        if hit.id not in seen:
+            seen.add(hit.id)
+            ordered.append((hit, score))
+    ordered = ordered[:limit]
+    in_span = {h.id for h in lexical_in} | {h.id for h in semantic_in}
+    lexical_rank = {h.id: n for n, h in enumerate(lexical_in + lexical_out, start=1) if h.reply_to is None}
+    semantic_rank = {h.id: n for n, h in enumerate(semantic_in + semantic_out, start=1)}
+    scores = {hit.id: score for hit, score in ordered}
+    rows = rows_of(corpus, [hit for hit, _ in ordered])
     for row in rows:
         hit = row.hit
         row.context = "reply" if hit.reply_to is not None else None
-        row.signals = {"lexical_rank": lexical_rank.get(hit.id), "semantic_rank": None,
-                       "score": round(hit.score, 4), "why": _why(hit, hit.id in in_span, spans, False)}
+        score = hit.score if ran == "lexical" else scores[hit.id]
+        row.signals = {"lexical_rank": lexical_rank.get(hit.id), "semantic_rank": semantic_rank.get(hit.id),
+                       "score": round(score, 4),
+                       "why": _why(hit, hit.id in in_span, spans, hit.id in semantic_rank)}
     return Recalled(rows, ran, degraded, spans)
 
 
 def default_mode() -> str:
-    """The mode a recall without `mode` runs: lexical until vectors are stored (then hybrid)."""
-    return "lexical"
+    """`hybrid` when an embedding backend is configured, else `lexical`."""
+    return "lexical" if conf.embeddings.backend == "none" else "hybrid"

@@ -62,7 +62,7 @@ def test_after_and_before_are_hard_bounds(history):
 
 
 def test_every_result_carries_signals_and_a_reply_says_it_is_context(history):
-    answer = recall(query="How old is Biscuit?")
+    answer = recall(query="How old is Biscuit?", mode="lexical")
     by_id = {d["id"]: d for d in answer.data}
     question, reply = by_id[history["question"].id], by_id[history["answer"].id]
     assert question["signals"]["lexical_rank"] == 1 and question["signals"]["why"] == "matched: old, biscuit"

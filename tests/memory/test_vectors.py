@@ -1,0 +1,168 @@
+"""Stored vectors and hybrid recall, with the `openai` embedding backend on the loopback fake provider.
+
+The fake answers each text with a hashed bag of its words, so these tests are about the plumbing (what
+is embedded, when, what is forgotten, what recall says), not about meaning: the local model's own tests
+are in test_embeddings.py, its relevance in bench/recall_eval.py.
+"""
+
+import io
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from memory.conversations import ConversationKey, message_append
+from memory.erasure import memory_forget_owner
+from memory.models import Embedding, Memory
+from memory.rows import memory_archive, memory_replace
+from memory.search import semantic
+from memory.tools import ToolContext, run_tool
+from memory.vectors import embed_pending, pending_counts, queue_embedding
+from tests.fakeprovider import EMBEDDINGS_PATH, provider_config_toml, use_config
+from tests.memory_factories import fact
+
+pytestmark = pytest.mark.django_db
+CONV = "telegram:5"
+
+
+def embeddings_toml(server, model="fake-embed", dimensions=32):
+    return (f'[fermix_core.embeddings]\nbackend = "openai"\nbase_url = "{server.base_url()}"\n'
+            f'model = "{model}"\ndimensions = {dimensions}\n')
+
+
+@pytest.fixture
+def vectors_on(home, fake_provider):
+    semantic.clear()
+    with use_config(provider_config_toml(fake_provider) + embeddings_toml(fake_provider)):
+        yield fake_provider
+    semantic.clear()
+
+
+def said(text, days_ago=0.0, role="user", kind="chat", owner="default", conversation=CONV):
+    return message_append(agent_id="main", conversation=conversation, role=role, content=text, trust="operator", kind=kind,
+                          owner_id=owner, created_at=timezone.now() - timedelta(days=days_ago) if days_ago else None)
+
+
+def recall(**arguments):
+    ctx = ToolContext(agent_id="main", owner_id="default", trust="operator", conversation=ConversationKey.parse(CONV))
+    return run_tool("memory_recall", ctx, {"source": "history", "scope": "current", **arguments})
+
+
+def embedded(kind="message"):
+    return sorted(Embedding.objects.filter(kind=kind).values_list("object_id", flat=True))
+
+
+def test_chat_and_voice_are_embedded_with_the_model_id_and_dimension(vectors_on):
+    chat, voice = said("I adopted a beagle"), said("walked him twice", kind="voice_turn")
+    said("the window was compacted", kind="notice")
+    row = fact("pet", "has a beagle called Biscuit", "identity")
+    done = embed_pending()
+    assert (done.messages, done.memories) == (2, 1)
+    assert embedded() == [chat.id, voice.id] and embedded("memory") == [row.id]
+    stored = Embedding.objects.get(kind="message", object_id=chat.id)
+    assert (stored.model_id, stored.dimensions, len(bytes(stored.vector))) == ("openai:fake-embed/32", 32, 64)
+    assert stored.conversation == "telegram:5:root" and stored.owner_id == "default"
+    texts = [t for r in vectors_on.requests if r.path == EMBEDDINGS_PATH for t in r.body["input"]]
+    assert "user: I adopted a beagle" in texts  # the speaker is embedded with the text
+    assert embed_pending().messages == 0 and pending_counts("openai:fake-embed/32") == (0, 0)
+
+
+def test_hybrid_recall_fuses_and_explains(vectors_on):
+    first = said("I adopted a beagle from the rescue in Otley", days_ago=3)
+    said("we had pasta for dinner", days_ago=2)
+    embed_pending()
+    answer = recall(query="beagle rescue", mode="hybrid")
+    assert answer.meta["mode"] == "hybrid" and answer.meta["degraded"] is None
+    top = answer.data[0]
+    assert top["id"] == first.id
+    assert top["signals"]["lexical_rank"] == 1 and top["signals"]["semantic_rank"] == 1
+    assert top["signals"]["why"] == "matched: beagle, rescue"
+    semantic_only = [d for d in answer.data if d["signals"]["lexical_rank"] is None and d["context"] is None]
+    assert all(d["signals"]["why"] == "similar meaning" for d in semantic_only)
+
+
+def test_unembedded_history_makes_hybrid_lexical_and_says_so(vectors_on):
+    said("I adopted a beagle", days_ago=3)
+    answer = recall(query="beagle")
+    assert answer.meta == {"mode": "lexical", "degraded": "embeddings_incomplete", "time": []}
+    assert [d["content"] for d in answer.data] == ["I adopted a beagle"]
+    embed_pending()
+    assert recall(query="beagle").meta["mode"] == "hybrid"
+
+
+def test_a_changed_or_archived_row_loses_its_vector_and_a_live_one_gets_a_new_one(vectors_on):
+    row = fact("city", "lives in Lisbon", "identity")
+    embed_pending()
+    before = bytes(Embedding.objects.get(kind="memory", object_id=row.id).vector)
+    memory_replace(memory_id=row.id, value="lives in Porto now", actor_type="operator")
+    assert embedded("memory") == []
+    embed_pending()
+    assert bytes(Embedding.objects.get(kind="memory", object_id=row.id).vector) != before
+    memory_archive(memory_id=row.id, archived_by="operator")
+    assert embedded("memory") == [] and embed_pending().memories == 0
+
+
+def test_erasing_an_owner_leaves_no_vector_of_theirs(vectors_on):
+    said("I adopted a beagle", owner="bo", conversation="slack:bo")
+    fact("pet", "has a beagle", "identity", owner="bo")
+    mine = said("my own message")
+    embed_pending()
+    memory_forget_owner(owner_id="bo")
+    assert embedded() == [mine.id] and embedded("memory") == []
+
+
+def test_a_new_model_re_embeds_everything_and_the_rebuild_drops_the_old_vectors(vectors_on, fake_provider):
+    said("I adopted a beagle")
+    fact("pet", "has a beagle", "identity")
+    embed_pending()
+    with use_config(provider_config_toml(fake_provider) + embeddings_toml(fake_provider, "fake-embed-2", 16)):
+        assert pending_counts("openai:fake-embed-2/16") == (1, 1)
+        out = io.StringIO()
+        call_command("embeddings_rebuild", "--batch", "1", stdout=out)
+        assert "1 message(s) and 1 memory row(s) to embed" in out.getvalue()
+        assert "removed 2 vector(s) of other models" in out.getvalue()
+    assert set(Embedding.objects.values_list("model_id", flat=True)) == {"openai:fake-embed-2/16"}
+
+
+def test_the_rebuild_is_resumable(vectors_on):
+    for n in range(5):
+        said(f"message number {n}")
+    assert embed_pending(batch=2, max_batches=1).messages == 2
+    out = io.StringIO()
+    call_command("embeddings_rebuild", "--batch", "2", stdout=out)
+    assert "3 message(s) and 0 memory row(s) to embed" in out.getvalue()
+    assert len(embedded()) == 5
+
+
+def test_a_failing_embedding_server_leaves_recall_lexical(vectors_on, fake_provider):
+    said("I adopted a beagle")
+    embed_pending()
+    toml = provider_config_toml(fake_provider) + embeddings_toml(fake_provider).replace(
+        fake_provider.base_url(), "http://127.0.0.1:9/v1")
+    with use_config(toml):  # the same model id, on a server that refuses connections
+        answer = recall(query="beagle", mode="semantic")
+        assert answer.ok and answer.meta == {"mode": "lexical", "degraded": "embeddings_failed", "time": []}
+        assert [d["content"] for d in answer.data] == ["I adopted a beagle"]
+
+
+def test_backend_none_is_lexical_and_queues_nothing(home):
+    with use_config('[fermix_core.embeddings]\nbackend = "none"\n'):
+        said("I adopted a beagle")
+        queue_embedding()
+        answer = recall(query="beagle")
+        assert answer.meta == {"mode": "lexical", "degraded": None, "time": []}
+        assert recall(query="beagle", mode="hybrid").meta["degraded"] == "embeddings_not_configured"
+        assert embed_pending().batches == 0 and not Embedding.objects.exists()
+
+
+def test_memory_rows_are_found_by_meaning_in_their_scope(vectors_on):
+    mine = fact("pet", "has a beagle called Biscuit", "identity")
+    fact("pet", "has a beagle called Rex", "identity", owner="bo")
+    embed_pending()
+    ctx = ToolContext(agent_id="main", owner_id="default", trust="operator", conversation=ConversationKey.parse(CONV))
+    answer = run_tool("memory_recall", ctx, {"query": "beagle", "scope": "owner", "mode": "semantic"})
+    assert answer.meta["mode"] == "semantic"
+    assert [d["id"] for d in answer.data] == [mine.id]
+    assert answer.data[0]["signals"]["semantic_rank"] == 1 and answer.data[0]["signals"]["lexical_rank"] is None
+    assert Memory.objects.count() == 2
