@@ -3,7 +3,7 @@
 The dataset: N messages (default 1,000,000) over 5 agents, 2,000 owners and 6,000 conversations of
 Zipf-distributed size, text drawn from a Zipf vocabulary (English stop words and common words at the
 head, the evaluation's words in the middle, invented words in the tail), N/20 memory rows, and the
-evaluation conversation of `bench.recall_eval` woven into the timeline. SQLite is filled with raw
+conversation of the relevance evaluation (`bench.recall_data.dana`) woven into the timeline. SQLite is filled with raw
 bulk inserts into a migrated throw-away FERMIX_HOME (the FTS triggers index as rows go in), and the
 index segments are then merged as the daily schedule merges them (`--as-built` skips that);
 PostgreSQL (`--postgres`, DATABASE_URL) with COPY (the database computes the vectors).
@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bench import raw, recall_eval
 from bench.django_env import setup_django
+from bench.recall_data.dana import PERSONA as DANA
 from bench.report import machine
 from bench.timing import summary
 
@@ -51,7 +52,7 @@ picture photo video message chat question answer idea problem reason story news 
 def _zipf_vocabulary(rng: random.Random) -> list[str]:
     from memory.search.text import STOP_WORDS, words
 
-    eval_words = sorted({w for _, _, text, _ in recall_eval.messages() for w in words(text)} - STOP_WORDS)
+    eval_words = sorted({w for t in DANA.messages() for w in words(t.text)} - STOP_WORDS)
     rng.shuffle(eval_words)
     syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "zu", "pe", "da", "fi", "go", "hu", "ja", "be"]
     tail = sorted({"".join(rng.choices(syllables, k=rng.randint(2, 4))) for _ in range(60_000)})
@@ -88,8 +89,8 @@ class World:
 
     def rows(self):
         """Message rows in time order, the evaluation conversation woven in at its own times."""
-        evaluation = [(AGENTS[0], recall_eval.OWNER, recall_eval.CHANNEL, recall_eval.CHAT, "root", role, text, at)
-                      for _, role, text, at in recall_eval.messages()]
+        evaluation = [(AGENTS[0], DANA.owner, DANA.channel, DANA.chat, "root", t.role, t.text, t.at)
+                      for t in DANA.messages()]
         step = (END - START) / self.messages
         pending = 0
         for i in range(self.messages - len(evaluation)):
@@ -299,28 +300,23 @@ def measure(world: World, baseline: Baseline, repeat: int, seed: int = 5) -> lis
 
 
 def evaluate(baseline: Baseline) -> dict:
-    """recall@10 of the evaluation questions, per scope, for memory_recall and the plain baselines."""
-    from memory.conversations import ConversationKey
+    """recall@10 of Dana's questions (any answering message), per scope, for memory_recall and the plain
+    baselines."""
     from memory.models import Message
-    from memory.tools import ToolContext, run_tool
 
-    rows = list(Message.objects.filter(agent_id="main", owner_id=recall_eval.OWNER, channel=recall_eval.CHANNEL,
-                                       chat_id=recall_eval.CHAT).order_by("id").values_list("id", flat=True))
-    tags = {tag: pk for (tag, *_), pk in zip(recall_eval.messages(), rows, strict=True) if tag}
-    answers = [{tags[t] for t in want} for _, want in recall_eval.QUESTIONS]
-    ctx = ToolContext(agent_id="main", owner_id=recall_eval.OWNER, trust="operator",
-                      conversation=ConversationKey(recall_eval.CHANNEL, recall_eval.CHAT))
-    scopes = {"current": {"channel": recall_eval.CHANNEL, "chat_id": recall_eval.CHAT, "thread_scope": "root"},
-              "owner": {"owner_id": recall_eval.OWNER}, "all": {}}
+    rows = list(Message.objects.filter(agent_id="main", owner_id=DANA.owner, channel=DANA.channel,
+                                       chat_id=DANA.chat).order_by("id").values_list("id", flat=True))
+    tags = {t.tag: pk for t, pk in zip(DANA.messages(), rows, strict=True) if t.tag}
+    answers = [{tags[t] for t in q.tags} for q in DANA.questions]
+    scopes = {"current": {"channel": DANA.channel, "chat_id": DANA.chat, "thread_scope": "root"},
+              "owner": {"owner_id": DANA.owner}, "all": {}}
     out = {}
     for scope, filters in scopes.items():
-        found = [[d["id"] for d in run_tool("memory_recall", ctx, {"query": q, "scope": scope, "source": "history",
-                                                                   "limit": 10}).data or []]
-                 for q, _ in recall_eval.QUESTIONS]
-        plain = [baseline.messages(q, {"agent_id": "main", **filters}, 10) for q, _ in recall_eval.QUESTIONS]
+        found = [recall_eval.message_ids(recall_eval.ask(DANA, q, scope=scope)) for q in DANA.questions]
+        plain = [baseline.messages(q.text, {"agent_id": "main", **filters}, 10) for q in DANA.questions]
         out[scope] = {"memory_recall": recall_eval.recall_at(found, answers),
                       "plain": recall_eval.recall_at(plain, answers),
-                      "missed": [q for (q, _), f, a in zip(recall_eval.QUESTIONS, found, answers, strict=True)
+                      "missed": [q.text for q, f, a in zip(DANA.questions, found, answers, strict=True)
                                  if not a & set(f[:10])]}
         print(f"  recall@10 {scope:7} memory_recall {out[scope]['memory_recall']:.2f}  plain {out[scope]['plain']:.2f}",
               flush=True)

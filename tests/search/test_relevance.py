@@ -1,56 +1,194 @@
-"""Relevance: natural-language questions about a multi-session conversation find the messages that answer them."""
+"""Relevance: the evaluation's questions find the messages that answer them, class by class, no less often
+than recall does today; and the evaluation's data is what its classes claim."""
 
-import random
+import re
+from pathlib import Path
 
 import pytest
+from django.db import transaction
 
 from bench import recall_eval
-from memory.conversations import ConversationKey
-from memory.models import Message
-from memory.tools import ToolContext, run_tool
+from bench.recall_data import CLASSES, PERSONAS, QUESTIONS
+from fermix_site import conf as conf_module
+from memory import tools
+from memory.search.text import STOP_WORDS, stem, words
 
 pytestmark = pytest.mark.django_db
 
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "recall.md"
 
-def _load(distractors: int) -> list[set[int]]:
-    rows = [Message(agent_id=recall_eval.AGENT, owner_id=recall_eval.OWNER, channel=recall_eval.CHANNEL,
-                    chat_id=recall_eval.CHAT, role=role, content=text, created_at=at)
-            for _, role, text, at in recall_eval.messages()]
-    created = [Message.objects.create(**{f: getattr(r, f) for f in ("agent_id", "owner_id", "channel", "chat_id",
-                                                                      "role", "content", "created_at")})
-               for r in rows]
-    # Other owners talk about the same things: every word of the conversation, shuffled into other chats.
-    rng = random.Random(1)
-    vocabulary = [w for _, _, text, _ in recall_eval.messages() for w in text.split()]
-    last = recall_eval.messages()[-1][3]
-    Message.objects.bulk_create([
-        Message(agent_id="main", owner_id=f"o{i % 7}", channel="slack", chat_id=str(i % 13), role="user",
-                content=" ".join(rng.choices(vocabulary, k=rng.randint(5, 25))), created_at=last)
-        for i in range(distractors)])
-    tags = {tag: row.id for (tag, *_), row in zip(recall_eval.messages(), created, strict=True) if tag}
-    return [{tags[t] for t in want} for _, want in recall_eval.QUESTIONS]
-
-
-def _recall(scope: str, answers: list[set[int]]) -> float:
-    ctx = ToolContext(agent_id="main", owner_id=recall_eval.OWNER, trust="operator",
-                      conversation=ConversationKey(recall_eval.CHANNEL, recall_eval.CHAT))
-    found = [[d["id"] for d in run_tool("memory_recall", ctx, {"query": q, "scope": scope, "source": "history",
-                                                               "limit": 10}).data or []]
-             for q, _ in recall_eval.QUESTIONS]
-    return recall_eval.recall_at(found, answers)
+# recall@5 and recall@10 may not fall below these (multi_hop: every hop found; overall: every question).
+# Each floor is about one question below the lower of SQLite and PostgreSQL; the comment says what they
+# measure now (SQLite / PostgreSQL, @5 and @10). A mode the tool does not offer skips its rows (lexical never).
+FLOORS = [
+    # mode      scope      class         @5    @10      SQLite @5 @10 | PostgreSQL @5 @10
+    ("lexical", "current", "keyword", 0.90, 0.97),  # 0.93 1.00 | 0.95 0.99
+    ("lexical", "current", "paraphrase", 0.00, 0.07),  # 0.02 0.10 | 0.02 0.10
+    ("lexical", "current", "reply", 0.70, 0.87),  # 0.78 0.93 | 0.72 0.90
+    ("lexical", "current", "temporal", 0.51, 0.64),  # 0.56 0.67 | 0.54 0.67
+    ("lexical", "current", "multi_hop", 0.30, 0.55),  # 0.35 0.65 | 0.35 0.60
+    ("lexical", "current", "overall", 0.59, 0.70),  # 0.61 0.73 | 0.61 0.71
+    ("lexical", "all", "keyword", 0.74, 0.84),  # 0.78 0.85 | 0.76 0.86
+    ("lexical", "all", "paraphrase", 0.00, 0.00),  # 0.00 0.02 | 0.00 0.02
+    ("lexical", "all", "reply", 0.20, 0.50),  # 0.33 0.68 | 0.23 0.53
+    ("lexical", "all", "temporal", 0.15, 0.30),  # 0.18 0.33 | 0.21 0.38
+    ("lexical", "all", "multi_hop", 0.05, 0.10),  # 0.10 0.15 | 0.10 0.15
+    ("lexical", "all", "overall", 0.34, 0.48),  # 0.38 0.51 | 0.36 0.50
+]
 
 
-def test_questions_find_their_answers_in_the_conversation(home):
-    answers = _load(distractors=0)
-    assert _recall("current", answers) >= 0.85
+@pytest.fixture(scope="module")
+def measured(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Every question asked once in each mode and scope that has floors, over data loaded for this module."""
+    modes = tuple(dict.fromkeys(mode for mode, *_ in FLOORS))
+    scopes = tuple(dict.fromkeys(scope for _, scope, *_ in FLOORS))
+    with pytest.MonkeyPatch.context() as patch, django_db_blocker.unblock():
+        patch.setenv("FERMIX_HOME", str(tmp_path_factory.mktemp("home")))
+        with conf_module.conf.use(conf_module.load()), transaction.atomic():
+            report = recall_eval.evaluate(recall_eval.load(), modes=modes, scopes=scopes)
+            transaction.set_rollback(True)
+    return report
 
 
-def test_questions_find_their_answers_among_other_owners_chatter(home):
-    answers = _load(distractors=600)
-    assert _recall("current", answers) >= 0.85
-    assert _recall("owner", answers) >= 0.85
-    assert _recall("all", answers) >= 0.5  # 600 shuffles of the same words: a hard crowd
+@pytest.mark.parametrize(("mode", "scope", "kind", "at_5", "at_10"), FLOORS,
+                         ids=[f"{m}-{s}-{k}" for m, s, k, *_ in FLOORS])
+def test_recall_stays_above_its_floor(measured, mode, scope, kind, at_5, at_10):
+    entry = measured["modes"][mode]
+    if mode != "lexical" and not entry["available"]:
+        pytest.skip(f"{mode}: {entry['note']}")
+    assert entry["available"], entry["note"]
+    row = entry["scopes"][scope]["classes"][kind]
+    missed = [m["question"] for m in entry["scopes"][scope]["misses"] if kind in ("overall", m["class"])]
+    assert row["recall@5"] >= at_5 and row["recall@10"] >= at_10, (row, missed)
+
+
+def test_the_table_shows_every_class_in_every_scope(measured):
+    table = recall_eval.table(measured)
+    assert "| class | questions | current @5 | current @10 | all @5 | all @10 |" in table
+    for kind in (*CLASSES, "multi_hop (any hop)", "overall"):
+        assert re.search(rf"^\| {re.escape(kind)} \| \d+ \|( \d\.\d\d \|){{4}}$", table, re.M), kind
+
+
+# --- the data -----------------------------------------------------------------------------------------
+
+
+def content_stems(text: str) -> set[str]:
+    """The words a lexical index can match: folded, stop words dropped, Porter-stemmed."""
+    return {stem(w) for w in words(text) if w not in STOP_WORDS}
+
+
+def _tagged(persona) -> dict[str, int]:
+    return {turn.tag: i for i, turn in enumerate(persona.messages()) if turn.tag}
+
+
+def _cases(kind: str | None = None):
+    return [pytest.param(p, q, id=f"{p.owner}: {q.text}") for p, q in QUESTIONS if kind in (None, q.kind)]
+
+
+def test_there_are_several_long_conversations_and_enough_questions():
+    assert len(PERSONAS) >= 4 and len(QUESTIONS) >= 150
+    for persona in PERSONAS:
+        assert 8 <= len(persona.sessions) <= 15 and 60 <= len(persona.messages()) <= 150, persona.owner
+    assert len({(p.channel, p.chat) for p in PERSONAS}) == len({p.owner for p in PERSONAS}) == len(PERSONAS)
+
+
+def test_tags_are_unique_within_a_conversation():
+    for persona in PERSONAS:
+        tags = [t.tag for t in persona.messages() if t.tag]
+        assert len(tags) == len(set(tags)), persona.owner
+
+
+@pytest.mark.parametrize(("persona", "question"), _cases())
+def test_every_answer_is_a_message_said_before_the_question_is_asked(persona, question):
+    tagged, turns = _tagged(persona), persona.messages()
+    assert question.kind in CLASSES and question.hops and all(question.hops)
+    assert set(question.tags) <= set(tagged), set(question.tags) - set(tagged)
+    assert all(turns[tagged[t]].at < persona.when_asked(question) for t in question.tags)
+
+
+@pytest.mark.parametrize(("persona", "question"), _cases("keyword"))
+def test_a_keyword_question_shares_a_word_with_an_answer(persona, question):
+    turns, tagged = persona.messages(), _tagged(persona)
+    assert any(content_stems(question.text) & content_stems(turns[tagged[t]].text) for t in question.tags)
+
+
+@pytest.mark.parametrize(("persona", "question"), _cases("paraphrase"))
+def test_a_paraphrase_question_shares_no_word_with_its_answers(persona, question):
+    turns, tagged = persona.messages(), _tagged(persona)
+    for tag in question.tags:
+        assert not content_stems(question.text) & content_stems(turns[tagged[tag]].text), tag
+
+
+@pytest.mark.parametrize(("persona", "question"), _cases("reply"))
+def test_a_reply_question_matches_the_message_before_its_answer_not_the_answer(persona, question):
+    turns, tagged, asked = persona.messages(), _tagged(persona), content_stems(question.text)
+    for tag in question.tags:
+        assert not asked & content_stems(turns[tagged[tag]].text), tag
+        assert asked & content_stems(turns[tagged[tag] - 1].text), tag
+
+
+@pytest.mark.parametrize(("persona", "question"), _cases("temporal"))
+def test_a_temporal_question_names_a_year_or_records_when_it_is_asked(persona, question):
+    absolute = re.search(r"\b(19|20)\d\d\b", question.text) is not None
+    assert absolute != (question.now is not None)
+
+
+@pytest.mark.parametrize(("persona", "question"), _cases("multi_hop"))
+def test_a_multi_hop_question_cannot_be_answered_from_one_session(persona, question):
+    turns, tagged = persona.messages(), _tagged(persona)
+    sessions = [{turns[tagged[t]].session for t in hop} for hop in question.hops]
+    assert len(question.hops) >= 2 and not set.intersection(*sessions)
+
+
+def test_the_class_counts_are_those_in_the_docs():
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index("### Questions"):]
+    documented = {kind: int(n) for kind, n in re.findall(rf"^\| ({'|'.join(CLASSES)}) \| (\d+) \|", section, re.M)}
+    assert documented == recall_eval.class_counts()
+    assert re.search(rf"^\| all \| {len(QUESTIONS)} \|", section, re.M)
+
+
+# --- the metrics --------------------------------------------------------------------------------------
 
 
 def test_recall_at_k_counts_questions_with_an_answer_in_the_first_k():
     assert recall_eval.recall_at([[1, 2], [3], [9] * 11 + [4]], [{2}, {5}, {4}], k=10) == pytest.approx(1 / 3)
+
+
+def test_a_multi_hop_question_is_found_when_every_hop_is_and_partly_when_one_is():
+    assert recall_eval.found_at([7, 1, 9, 2], [{1}, {2, 3}], k=4) == (True, True)
+    assert recall_eval.found_at([7, 1, 9, 2], [{1}, {2, 3}], k=3) == (False, True)
+    assert recall_eval.found_at([7, 8], [{1}, {2}], k=10) == (False, False)
+
+
+# --- modes --------------------------------------------------------------------------------------------
+
+
+class ModalAnswer:
+    """A tool answer that says which mode ran (`meta`)."""
+
+    def __init__(self, ok: bool, mode: str | None):
+        self.ok, self.result, self.data, self.mode = ok, "no embedding model", [], mode
+
+    def as_dict(self) -> dict:
+        return {"ok": self.ok, "result": self.result, "data": self.data, "meta": {"mode": self.mode}}
+
+
+def test_today_only_lexical_is_available_and_asked_without_a_mode():
+    assert recall_eval.mode_arguments("lexical") == {}
+    assert recall_eval.mode_arguments("hybrid") == "not available: the tool takes no mode"
+
+
+def test_a_tool_with_modes_is_asked_for_each_by_name_and_one_it_cannot_run_is_not_available(monkeypatch):
+    ran = {"lexical": "lexical", "hybrid": "hybrid", "semantic": None}
+    monkeypatch.setattr(tools, "run_tool", lambda name, ctx, arguments: ModalAnswer(
+        ran[arguments["mode"]] is not None, ran[arguments["mode"]]))
+    assert recall_eval.mode_arguments("lexical") == {"mode": "lexical"}
+    assert recall_eval.mode_arguments("hybrid") == {"mode": "hybrid"}
+    assert recall_eval.mode_arguments("semantic") == "not available: no embedding model"
+
+
+def test_a_tool_that_refuses_the_mode_argument_is_lexical(monkeypatch):
+    monkeypatch.setattr(tools, "run_tool", lambda name, ctx, arguments: tools.refuse("invalid_argument", "mode?"))
+    assert recall_eval.mode_arguments("lexical") == {}
+    assert recall_eval.mode_arguments("hybrid") == "not available: mode?"
