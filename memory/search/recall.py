@@ -23,6 +23,7 @@ from fermix_site.conf import conf
 from memory import embeddings
 from memory.models import Embedding, Message
 from memory.search import MAX_LIMIT, Corpus, lexical_hits, rows_of, semantic
+from memory.search import _with_replies as with_replies
 from memory.search.rank import MARK_END, MARK_START, Scored
 from memory.search.text import analyse
 from memory.search.when import Span, read_time
@@ -31,7 +32,8 @@ logger = logging.getLogger("fermix.memory.recall")
 
 MODES = ("hybrid", "lexical", "semantic")
 # Fusion (tuned on bench/recall_eval.py; docs/recall.md): the lexical list's best matches stay first.
-KEEP_LEXICAL, RRF_K, W_LEXICAL, W_SEMANTIC = 3, 10, 1.0, 0.8
+KEEP_LEXICAL, RRF_K, W_LEXICAL, W_SEMANTIC, REPLY_SHARE, SEMANTIC_REPLIES = 0, 5, 1.0, 1.7, 0.7, True
+DEPTH = 1  # each list is read this many times `limit` deep before fusing
 MARKED = re.compile(re.escape(MARK_START) + r"(.+?)" + re.escape(MARK_END))
 SPAN_LISTING = 50  # a question that is only a time ("what happened yesterday?") lists its span's rows
 
@@ -90,7 +92,8 @@ def _semantic(corpus: Corpus, model, text: str, filters: dict, span: dict | None
         seen = {h.id for h in inside.hits}
         return inside.hits, [h for h in outside.hits if h.id not in seen], inside.degraded or outside.degraded
     found = semantic.neighbours(kind, model, text, filters, limit)
-    return [], found.hits, found.degraded
+    hits = with_replies(found.hits, filters, limit) if SEMANTIC_REPLIES and kind == Embedding.Kind.MESSAGE else found.hits
+    return [], hits, found.degraded
 
 
 def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int) -> list[tuple[Scored, float]]:
@@ -105,6 +108,9 @@ def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int) -> list
     for rank, hit in enumerate(semantic_hits, start=1):
         scores[hit.id] = scores.get(hit.id, 0.0) + W_SEMANTIC / (RRF_K + rank)
         hits.setdefault(hit.id, hit)
+    for hit in hits.values():  # a reply stands at least REPLY_SHARE of what it answers
+        if hit.reply_to is not None and hit.reply_to in scores:
+            scores[hit.id] = max(scores[hit.id], REPLY_SHARE * scores[hit.reply_to])
     kept = [h.id for h in lexical if h.reply_to is None][:KEEP_LEXICAL]
     rest = sorted((i for i in scores if i not in kept), key=lambda i: (-scores[i], -i))
     return [(hits[i], scores[i]) for i in kept + rest][:limit]
@@ -134,11 +140,12 @@ def recall(corpus: Corpus, *, query: str, filters: dict, limit: int = 20, mode: 
         model = embeddings.embedder()
         if model is None:
             ran, degraded = "lexical", "embeddings_not_configured"
-    lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, limit) if ran != "semantic" else ([], [])
+    depth = min(limit * DEPTH, MAX_LIMIT) if ran == "hybrid" else limit
+    lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, depth) if ran != "semantic" else ([], [])
     semantic_in, semantic_out = [], []
     if ran != "lexical":
         try:
-            semantic_in, semantic_out, degraded = _semantic(corpus, model, read.text or query, filters, span, limit)
+            semantic_in, semantic_out, degraded = _semantic(corpus, model, read.text or query, filters, span, depth)
         except embeddings.EmbeddingError as exc:
             logger.warning("recall ran lexically: %s", exc)
             semantic_in, semantic_out, degraded = [], [], "embeddings_failed"
