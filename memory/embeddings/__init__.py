@@ -100,7 +100,10 @@ _lock = threading.Lock()
 
 
 def embedder() -> Embedder | None:
-    """The configured backend, built once per process and configuration; None for `none`."""
+    """The configured backend, built once per process and configuration; None for `none`.
+
+    Raises EmbeddingError when the configured local model is unknown or its package is not installed.
+    """
     global _built
     settings = conf.embeddings
     built = _built

@@ -6,6 +6,7 @@ hidden state: they are pooled the way sentence-transformers pools them (the mean
 and scaled to unit length. Neither package ships its tokenizer; both models use BERT's uncased
 WordPiece vocabulary, which ships beside this module (`bert-uncased-vocab.txt`, Apache-2.0, the
 vocabulary of `bert-base-uncased`, byte for byte the one inside the all-MiniLM-L6-v2 tokenizer).
+onnxruntime comes from `memory.embeddings.runtime`, which turns its usage reporting off.
 
 The session and the tokenizer load on the first text to embed, once per process, so configuring the
 backend costs nothing until recall or the embedding task needs a vector. One intra-op thread by default:
@@ -27,9 +28,9 @@ from memory.embeddings.base import EmbeddingError, normalised
 from memory.embeddings.runtime import onnxruntime
 
 VOCAB = Path(__file__).with_name("bert-uncased-vocab.txt")
-# A WordPiece token is rarely shorter than a character or longer than eight: a text is cut to this many
-# characters per token of the model's limit before tokenising, since the rest would be truncated anyway.
-CHARS_PER_TOKEN = 8
+# No token of the vocabulary is longer than 18 characters, and one in a hundred is longer than 12, so a text
+# cut at 16 characters per token of the model's limit keeps every token the model would read.
+CHARS_PER_TOKEN = 16
 # glibc keeps what a process frees for later mallocs; malloc_trim hands it back to the system.
 _TRIM = getattr(ctypes.CDLL(None), "malloc_trim", None)
 
