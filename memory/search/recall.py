@@ -84,16 +84,21 @@ def _lexical(corpus: Corpus, text: str, filters: dict, span: dict | None, limit:
 
 
 def _semantic(corpus: Corpus, model, text: str, filters: dict, span: dict | None, limit: int):
-    """The nearest rows inside the span and outside it, and why semantic recall cannot be trusted (or None)."""
+    """The nearest rows inside the span and outside it (with the replies after them), and why semantic
+    recall cannot be trusted (or None)."""
     kind = Embedding.Kind.MESSAGE if corpus.model is Message else Embedding.Kind.MEMORY
+
+    def nearest(scope: dict):
+        found = semantic.neighbours(kind, model, text, scope, limit)
+        replies = SEMANTIC_REPLIES and kind == Embedding.Kind.MESSAGE
+        return (with_replies(found.hits, scope, limit) if replies else found.hits), found.degraded
+
     if span is not None:
-        inside = semantic.neighbours(kind, model, text, span, limit)
-        outside = semantic.neighbours(kind, model, text, filters, limit)
-        seen = {h.id for h in inside.hits}
-        return inside.hits, [h for h in outside.hits if h.id not in seen], inside.degraded or outside.degraded
-    found = semantic.neighbours(kind, model, text, filters, limit)
-    hits = with_replies(found.hits, filters, limit) if SEMANTIC_REPLIES and kind == Embedding.Kind.MESSAGE else found.hits
-    return [], hits, found.degraded
+        (inside, first), (outside, second) = nearest(span), nearest(filters)
+        seen = {h.id for h in inside}
+        return inside, [h for h in outside if h.id not in seen], first or second
+    hits, degraded = nearest(filters)
+    return [], hits, degraded
 
 
 def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int) -> list[tuple[Scored, float]]:

@@ -40,8 +40,9 @@ def vectors_on(home, fake_provider):
 
 
 def said(text, days_ago=0.0, role="user", kind="chat", owner="default", conversation=CONV):
-    return message_append(agent_id="main", conversation=conversation, role=role, content=text, trust="operator", kind=kind,
-                          owner_id=owner, created_at=timezone.now() - timedelta(days=days_ago) if days_ago else None)
+    return message_append(agent_id="main", conversation=conversation, role=role, content=text, trust="operator",
+                          kind=kind, owner_id=owner,
+                          created_at=timezone.now() - timedelta(days=days_ago) if days_ago else None)
 
 
 def recall(**arguments):
