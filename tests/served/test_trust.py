@@ -38,8 +38,10 @@ def test_a_channel_keys_guest_tool_calls_cannot_reach_the_owners_memory(fermix_s
     for scope in ("owner", "all"):
         assert tool(guest, "memory_recall", {"query": "secret", "scope": scope, "source": "all"})["data"] == {
             "error": "operator_only"}
-    assert tool(guest, "memory_recall", {"query": "secret", "source": "all"}) == {
+    found = tool(guest, "memory_recall", {"query": "secret", "source": "all"})
+    assert {k: found[k] for k in ("ok", "result", "data", "warnings")} == {
         "ok": True, "result": "No matching memories.", "data": [], "warnings": []}
+    assert found["meta"]["mode"] in ("hybrid", "lexical")  # lexical while the cluster embeds the messages
 
     assert user_md.read_text() == before
     prompt = owner.get("/api/v1/agents/main/prompt").json()["system_messages"]
