@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from fermix_site import generations
 from fermix_site.conf import conf, valid_id
+from memory import queries
 from memory.errors import CodedError
 from memory.models import Conversation, Message, Role, Trust
 from memory.vectors import EMBEDDED_KINDS, queue_embedding
@@ -199,11 +200,11 @@ def _append_once(agent_id: str, key: ConversationKey, fields: dict, also: Callab
     name = generation_name(agent_id, key)
     with transaction.atomic():
         # An index probe on every append; the get_or_create (a whole row read) only the first time.
-        if not Conversation.objects.filter(agent_id=agent_id, key=str(key)).exists():
+        if not queries.conversation_exists(agent_id, str(key)):
             conversation_get_or_create(agent_id=agent_id, key=key, owner_id=fields["owner_id"])
         if fields["created_at"] is not None:
             _check_order(agent_id, key, fields["created_at"])
-        message = Message.objects.create(**{**fields, "created_at": fields["created_at"] or timezone.now()})
+        message = queries.insert_message(Message(**{**fields, "created_at": fields["created_at"] or timezone.now()}))
         new_generation = generations.bump(name)[name]
         if message.kind in EMBEDDED_KINDS:
             queue_embedding()
@@ -232,12 +233,13 @@ def _load_window(agent_id: str, key: ConversationKey) -> tuple[Message, ...]:
         return ()
     pinned_ids = sorted(conversation.pinned_message_ids or [])
     head_ids = [*pinned_ids, *([conversation.checkpoint_message_id] if conversation.checkpoint_message_id else [])]
-    # By id, so the index range starts at the window, not at the conversation's first message.
-    in_window = (Message.objects.filter(agent_id=agent_id, id__gte=conversation.window_start_id, **key.filter())
-                 .exclude(kind="checkpoint").order_by("-created_at", "-id"))
+    start = conversation.window_start_id
+    found = queries.window_messages(agent_id, key, start, head_ids)
+    head = {m.id: m for m in found}
+    rows = sorted((m for m in found if m.id >= start and m.kind != "checkpoint"), key=lambda m: (m.created_at, m.id))
     bound = conf.memory.max_conversation_history
-    rows = list(reversed(in_window[:bound] if bound is not None else in_window))
-    head = Message.objects.in_bulk(head_ids) if head_ids else {}
+    if bound is not None:
+        rows = rows[-bound:]
     checkpoint = head.get(conversation.checkpoint_message_id)
     return tuple(head[i] for i in pinned_ids if i in head) + ((checkpoint,) if checkpoint else ()) + tuple(rows)
 

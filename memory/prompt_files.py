@@ -19,6 +19,7 @@ from django.db.models import QuerySet
 
 from fermix_site import generations
 from fermix_site.conf import conf
+from memory import queries
 from memory.models import Category, Memory, PromoteTarget, ScopeType, memories_generation
 from resources import files
 from resources.catalog import content_hash
@@ -204,8 +205,7 @@ def _render_from_rows(agent_id: str, resource_type: str, count_rest: bool = True
     """Load only each section's newest `cap` rows, then render. The rest of the full sections is counted
     when `over_cap` is first read (the rebuild reads it); `count_rest=False` never counts it."""
     sections = FILES[resource_type]
-    rows = [row for section in sections
-            for row in section_rows(agent_id, section).only("id", "category", "value", "updated_at")[:section.cap]]
+    rows = queries.file_rows(agent_id, conf.memory.owner_id, sections)
     loaded = Counter(row.category for row in rows)
     full = [section for section in sections if loaded[section.category] == section.cap]
 

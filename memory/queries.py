@@ -1,12 +1,19 @@
 """Memory's hand-written statements: what the ORM cannot say, each once.
 
 The search passes and the FTS5 mirrors' maintenance have their own modules (`memory.search`,
-`memory.fts`); the statements here read the database's own catalogue for the system checks.
+`memory.fts`). The statements here read the database's own catalogue for the system checks, and run
+the three hot paths where the ORM measurably missed its budget: the append, the window load, and a prompt
+file's section rows.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
+
+from memory.models import Conversation, Memory, Message
 
 SEARCH_TABLES = ("messages", "memories")
 
@@ -24,3 +31,68 @@ def search_indexes(connection: BaseDatabaseWrapper) -> list[tuple[str, str]]:
         cursor.execute("SELECT tablename, indexname FROM pg_indexes WHERE schemaname = current_schema() "
                        "AND tablename = ANY(%s)", [list(SEARCH_TABLES)])
         return cursor.fetchall()
+
+
+# --- the hot paths: each statement here measured against its ORM form in `make bench` (docs/performance.md)
+
+_MESSAGES, _CONVERSATIONS = Message._meta.db_table, Conversation._meta.db_table
+_INSERTED = [field for field in Message._meta.concrete_fields if not field.primary_key]
+_INSERT_MESSAGE = 'INSERT INTO "{}" ({}) VALUES ({}) RETURNING "id"'.format(
+    _MESSAGES, ", ".join(f'"{field.column}"' for field in _INSERTED), ", ".join(["%s"] * len(_INSERTED)))
+
+
+def conversation_exists(agent_id: str, key: str) -> bool:
+    """Every append probes for its conversation: one index lookup (the ORM's `exists()` cost more to build)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT 1 FROM "{_CONVERSATIONS}" WHERE "agent_id" = %s AND "key" = %s', [agent_id, key])
+        return cursor.fetchone() is not None
+
+
+def insert_message(message: Message) -> Message:
+    """INSERT one message and set its id, the values prepared by their fields as the ORM prepares them
+    (`pre_save`, `get_db_prep_save`). The ORM's building of this INSERT cost more than running it, on
+    every append; no model signal is sent (none is connected to Message)."""
+    values = [field.get_db_prep_save(field.pre_save(message, True), connection) for field in _INSERTED]
+    with connection.cursor() as cursor:
+        cursor.execute(_INSERT_MESSAGE, values)
+        message.pk = cursor.fetchone()[0]
+    message._state.adding, message._state.db = False, connection.alias
+    return message
+
+
+def window_messages(agent_id: str, key, start_id: int, head_ids: list[int]) -> list[Message]:
+    """A conversation's messages from `start_id` on (checkpoints left out) and the messages `head_ids`
+    names, in no order: one statement, served by `messages_window_idx` from the window's start, where the
+    ORM's three cost twice as much (docs/performance.md)."""
+    sql = (f'SELECT * FROM "{_MESSAGES}" WHERE ("agent_id" = %s AND "channel" = %s AND "chat_id" = %s '
+           'AND "thread_scope" = %s AND "id" >= %s AND "kind" <> %s)')
+    params = [agent_id, key.channel, key.chat_id, key.thread_scope, start_id, "checkpoint"]
+    if head_ids:
+        sql += f' OR "id" IN ({", ".join(["%s"] * len(head_ids))})'
+        params += list(head_ids)
+    return list(Message.objects.raw(sql, params))
+
+
+class SectionRow(NamedTuple):
+    """The columns a prompt file's rendering reads of a row."""
+
+    id: int
+    category: str
+    value: str
+    updated_at: object  # as the database returns it; only compared with the other rows' values
+
+
+def file_rows(agent_id: str, owner_id: str, sections) -> list[SectionRow]:
+    """Each section's newest `cap` live rows of the owner, in one statement (a rebuild runs it after every
+    review; the ORM's one query per section took the rebuild past its budget). Each section is its own
+    subquery, so the partial index `memories_render_idx` answers it."""
+    parts, params = [], []
+    for index, section in enumerate(sections):
+        scopes = ", ".join(["%s"] * len(section.scopes))
+        parts.append(f'SELECT * FROM (SELECT "id", "category", "value", "updated_at" FROM "{Memory._meta.db_table}" '
+                     f'WHERE "agent_id" = %s AND "owner_id" = %s AND "archived_at" IS NULL AND "category" = %s '
+                     f'AND "scope_type" IN ({scopes}) ORDER BY "updated_at" DESC, "id" DESC LIMIT %s) AS s{index}')
+        params += [agent_id, owner_id, str(section.category), *map(str, section.scopes), section.cap]
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(parts), params)
+        return [SectionRow(*row) for row in cursor.fetchall()]

@@ -2,11 +2,14 @@
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from fermix_site import queries as site_queries
 from memory import queries as memory_queries
-from memory.conversations import message_append
-from memory.models import Message
+from memory.conversations import ConversationKey, message_append
+from memory.models import Conversation, Message
+from memory.prompt_files import FILES
+from tests.memory_factories import fact
 
 pytestmark = [pytest.mark.django_db]
 
@@ -36,3 +39,35 @@ def test_the_catalogue_reads_of_the_checks():
     else:
         tables = {table for table, _ in memory_queries.search_indexes(connection)}
         assert tables == set(memory_queries.SEARCH_TABLES)
+
+
+def test_a_message_inserted_by_hand_reads_back_as_the_orm_writes_it(home):
+    assert not memory_queries.conversation_exists("main", "telegram:1:root")
+    Conversation.objects.create(agent_id="main", key="telegram:1:root", channel="telegram", chat_id="1")
+    assert memory_queries.conversation_exists("main", "telegram:1:root")
+    at = timezone.now()
+    message = memory_queries.insert_message(Message(
+        agent_id="main", owner_id="ana", channel="telegram", chat_id="1", role="user", content="olá",
+        metadata={"n": 1, "tags": ["a"]}, created_at=at))
+    stored = Message.objects.get(pk=message.pk)
+    assert (stored.content, stored.metadata, stored.created_at, stored.thread_scope, stored.kind) == (
+        "olá", {"n": 1, "tags": ["a"]}, at, "root", "chat")
+
+
+def test_the_window_statement_reads_from_the_start_and_the_head(home):
+    key = ConversationKey.parse("telegram:1")
+    said = [message_append(agent_id="main", conversation=key, role="user", content=f"m{n}") for n in range(4)]
+    other = message_append(agent_id="main", conversation="telegram:2", role="user", content="elsewhere")
+    found = memory_queries.window_messages("main", key, said[2].id, [said[0].id])
+    assert sorted(m.id for m in found) == [said[0].id, said[2].id, said[3].id]
+    assert other.id not in {m.id for m in found}
+
+
+def test_a_files_rows_are_each_sections_newest_up_to_its_cap(home):
+    rows = [fact(f"k{n}", f"value {n}", "identity", minute=n) for n in range(8)]
+    fact("goal", "run a marathon", "goal")
+    fact("other", "not the owner", "identity", owner="bo")
+    found = memory_queries.file_rows("main", "default", FILES["user_md"])
+    identity = [r.id for r in found if r.category == "identity"]
+    assert identity == [r.id for r in reversed(rows)][:6]
+    assert [r.value for r in found if r.category == "goal"] == ["run a marathon"]
