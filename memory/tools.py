@@ -199,7 +199,7 @@ def memory_recall(ctx: ToolContext, arguments: dict) -> ToolResult:
         if source in ("memories", "all"):
             filters = _memory_filters(ctx, scope)
             if key:
-                orm = search._orm(filters)
+                orm = search.orm_filters(filters)
                 rows = list(Memory.objects.filter(key=key.strip(), **orm).order_by("-updated_at")[:limit])
                 found += [memory_row_data(r) for r in rows]
             else:

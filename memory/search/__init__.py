@@ -45,7 +45,8 @@ MEMORIES = Corpus(Memory, "memories", ("key", "value"), "updated_at")
 BACKENDS = {"sqlite": sqlite, "postgresql": postgres}
 
 
-def _orm(filters: dict) -> dict:
+def orm_filters(filters: dict) -> dict:
+    """Search `filters` as ORM lookups (a list of values is `__in`; bounds and `__isnull` are lookups already)."""
     return {(f"{k}__in" if isinstance(v, list | tuple | set) else k): v for k, v in filters.items() if v is not None}
 
 
@@ -62,7 +63,7 @@ def _fallback(corpus: Corpus, query: Query, filters: dict, limit: int) -> list[S
     for term in query.terms:
         for name in corpus.text_columns:
             q |= Q(**{f"{name}__icontains": term.word})
-    rows = corpus.model.objects.filter(**_orm(filters)).filter(q).order_by("-pk")[:limit]
+    rows = corpus.model.objects.filter(**orm_filters(filters)).filter(q).order_by("-pk")[:limit]
     return [Scored(row.pk, 0.0, "") for row in rows]
 
 
@@ -76,7 +77,7 @@ def lexical_hits(corpus: Corpus, query, filters: dict, limit: int) -> list[Score
     backend = BACKENDS.get(connection.vendor)
     hits = backend.search(corpus, parsed, filters, limit) if backend else _fallback(corpus, parsed, filters, limit)
     if corpus is MESSAGES:
-        hits = _with_replies(hits, filters, limit)
+        hits = with_replies(hits, filters, limit)
     return hits
 
 
@@ -96,7 +97,7 @@ def _search(corpus: Corpus, query, filters: dict, limit: int) -> list:
     return rows_of(corpus, lexical_hits(corpus, query, filters, limit))
 
 
-# The next messages of a hit's conversation, by vendor (why they differ: in `_with_replies`).
+# The next messages of a hit's conversation, by vendor (why they differ: in `with_replies`).
 REPLIES_SQL = {
     "sqlite": "SELECT m.id, m.content, m.created_at FROM messages m WHERE {conversation} AND m.created_at >= %s "
               "AND {where} ORDER BY m.created_at, m.id LIMIT %s",
@@ -106,7 +107,7 @@ REPLIES_SQL = {
 }
 
 
-def _with_replies(hits: list[Scored], filters: dict, limit: int) -> list[Scored]:
+def with_replies(hits: list[Scored], filters: dict, limit: int) -> list[Scored]:
     scores = {h.id: h for h in hits}
     top = hits[:FOLLOWED]
     if not top:

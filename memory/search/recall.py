@@ -4,8 +4,8 @@
 (`memory.search.when`): they narrow the results to their span (those found inside it come first, marked
 `time: …`) and leave the lexical query, so a month's name does not match unrelated messages. `after` and
 `before` are hard bounds. The lexical ranking is `memory.search.lexical_hits` (the replies after the best
-hits included, marked `context: reply`); the semantic one is the nearest vectors (`memory.search.vectors`);
-`hybrid` fuses the two keeping the lexical list's best hits in place. Each row gets `signals`:
+hits included, marked `context: reply`); the semantic one is the nearest vectors (`memory.search.semantic`);
+`hybrid` fuses the two by weighted reciprocal rank. Each row gets `signals`:
 `{"lexical_rank", "semantic_rank", "score", "why"}` and `context` (`"reply"` or None), and the answer says
 which mode ran and, when a weaker one ran instead, why (`degraded`).
 """
@@ -22,8 +22,7 @@ from django.utils import timezone
 from fermix_site.conf import conf
 from memory import embeddings
 from memory.models import Embedding, Message
-from memory.search import MAX_LIMIT, Corpus, lexical_hits, rows_of, semantic
-from memory.search import _with_replies as with_replies
+from memory.search import MAX_LIMIT, Corpus, lexical_hits, orm_filters, rows_of, semantic, with_replies
 from memory.search.rank import MARK_END, MARK_START, Scored
 from memory.search.text import analyse
 from memory.search.when import Span, read_time
@@ -31,9 +30,8 @@ from memory.search.when import Span, read_time
 logger = logging.getLogger("fermix.memory.recall")
 
 MODES = ("hybrid", "lexical", "semantic")
-# Fusion (tuned on bench/recall_eval.py; docs/recall.md): the lexical list's best matches stay first.
-KEEP_LEXICAL, RRF_K, W_LEXICAL, W_SEMANTIC, REPLY_SHARE, SEMANTIC_REPLIES = 0, 5, 1.0, 1.7, 0.7, True
-DEPTH = 1  # each list is read this many times `limit` deep before fusing
+# Fusion, tuned on bench/recall_eval.py (the variants tried: docs/recall.md).
+RRF_K, W_LEXICAL, W_SEMANTIC, REPLY_SHARE = 5, 1.0, 1.7, 0.7
 MARKED = re.compile(re.escape(MARK_START) + r"(.+?)" + re.escape(MARK_END))
 SPAN_LISTING = 50  # a question that is only a time ("what happened yesterday?") lists its span's rows
 
@@ -66,8 +64,8 @@ def _bounded(corpus: Corpus, filters: dict, start: datetime | None, end: datetim
 
 def _listing(corpus: Corpus, filters: dict, limit: int) -> list[Scored]:
     """The rows in the filters' span, oldest first: for a query with no match inside its time span."""
-    orm = {(f"{k}__in" if isinstance(v, list | tuple | set) else k): v for k, v in filters.items() if v is not None}
-    rows = corpus.model.objects.filter(**orm).order_by(corpus.time_column, "pk").values_list("pk", flat=True)
+    rows = (corpus.model.objects.filter(**orm_filters(filters)).order_by(corpus.time_column, "pk")
+            .values_list("pk", flat=True))
     return [Scored(pk, 0.0, "") for pk in rows[:min(limit, SPAN_LISTING)]]
 
 
@@ -90,7 +88,7 @@ def _semantic(corpus: Corpus, model, text: str, filters: dict, span: dict | None
 
     def nearest(scope: dict):
         found = semantic.neighbours(kind, model, text, scope, limit)
-        replies = SEMANTIC_REPLIES and kind == Embedding.Kind.MESSAGE
+        replies = kind == Embedding.Kind.MESSAGE
         return (with_replies(found.hits, scope, limit) if replies else found.hits), found.degraded
 
     if span is not None:
@@ -102,9 +100,8 @@ def _semantic(corpus: Corpus, model, text: str, filters: dict, span: dict | None
 
 
 def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int) -> list[tuple[Scored, float]]:
-    """One ranking from two: the lexical list's best KEEP_LEXICAL matches stay in front, in their order;
-    every other row is placed by weighted reciprocal rank, W_LEXICAL / (RRF_K + rank) + W_SEMANTIC / (RRF_K +
-    rank), a reply weighing as its place in the lexical list. Returns (hit, fused score), best first."""
+    """One ranking from two, by weighted reciprocal rank: W_LEXICAL / (RRF_K + rank) + W_SEMANTIC / (RRF_K +
+    rank); a reply stands at least REPLY_SHARE of the row it answers. Returns (hit, fused score), best first."""
     scores: dict[int, float] = {}
     hits: dict[int, Scored] = {}
     for rank, hit in enumerate(lexical, start=1):
@@ -116,9 +113,8 @@ def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int) -> list
     for hit in hits.values():  # a reply stands at least REPLY_SHARE of what it answers
         if hit.reply_to is not None and hit.reply_to in scores:
             scores[hit.id] = max(scores[hit.id], REPLY_SHARE * scores[hit.reply_to])
-    kept = [h.id for h in lexical if h.reply_to is None][:KEEP_LEXICAL]
-    rest = sorted((i for i in scores if i not in kept), key=lambda i: (-scores[i], -i))
-    return [(hits[i], scores[i]) for i in kept + rest][:limit]
+    ranked = sorted(scores, key=lambda i: (-scores[i], -i))
+    return [(hits[i], scores[i]) for i in ranked][:limit]
 
 
 def _why(hit: Scored, in_span: bool, spans: list[Span], semantic: bool) -> str:
@@ -145,18 +141,18 @@ def recall(corpus: Corpus, *, query: str, filters: dict, limit: int = 20, mode: 
         model = embeddings.embedder()
         if model is None:
             ran, degraded = "lexical", "embeddings_not_configured"
-    depth = min(limit * DEPTH, MAX_LIMIT) if ran == "hybrid" else limit
-    lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, depth) if ran != "semantic" else ([], [])
+    lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, limit) if ran != "semantic" else ([], [])
     semantic_in, semantic_out = [], []
     if ran != "lexical":
         try:
-            semantic_in, semantic_out, degraded = _semantic(corpus, model, read.text or query, filters, span, depth)
+            semantic_in, semantic_out, degraded = _semantic(corpus, model, read.text or query, filters, span, limit)
         except embeddings.EmbeddingError as exc:
             logger.warning("recall ran lexically: %s", exc)
             semantic_in, semantic_out, degraded = [], [], "embeddings_failed"
         if degraded:  # incomplete or failing vectors: the lexical ranking alone, and the answer says so
+            if ran == "semantic":
+                lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, limit)
             ran, semantic_in, semantic_out = "lexical", [], []
-            lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, limit)
     ranked = fuse(lexical_in, semantic_in, limit) + fuse(lexical_out, semantic_out, limit)
     seen, ordered = set(), []
     for hit, score in ranked:

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from fermix_site import generations
 from memory.models import Embedding, Memory, Message
+from memory.search import orm_filters
 from memory.search.rank import Scored
 from memory.vectors import GRACE, embeddable_messages, vectors_generation
 
@@ -90,20 +91,16 @@ def clear() -> None:
         _cache.clear()
 
 
-def _orm(filters: dict) -> dict:
-    return {(f"{k}__in" if isinstance(v, list | tuple | set) else k): v for k, v in filters.items() if v is not None}
-
-
 def incomplete(kind: str, model, filters: dict, entry: _Entry) -> bool:
     """True when rows in scope older than GRACE still wait for their vectors, or the scope has rows but
     no vector at all."""
     old = timezone.now() - GRACE
     if kind == Embedding.Kind.MESSAGE:
-        waiting = embeddable_messages().filter(id__gt=entry.top_object, **_orm(filters))
+        waiting = embeddable_messages().filter(id__gt=entry.top_object, **orm_filters(filters))
         # A scope with no vector yet cannot be searched by meaning at all, however new its rows are.
         return (waiting if not len(entry.ids) else waiting.filter(created_at__lt=old)).exists()
     embedded = Embedding.objects.filter(model_id=model.model_id, kind=kind, object_id=OuterRef("pk"))
-    waiting = Memory.objects.filter(**_orm(filters)).exclude(Exists(embedded))
+    waiting = Memory.objects.filter(**orm_filters(filters)).exclude(Exists(embedded))
     return (waiting if not len(entry.ids) else waiting.filter(updated_at__lt=old)).exists()
 
 
@@ -129,7 +126,7 @@ def neighbours(kind: str, model, query: str, filters: dict, limit: int) -> Neigh
     best = best[np.argsort(-scores[best], kind="stable")]
     candidates = [int(entry.ids[i]) for i in best]
     model_class = Message if kind == Embedding.Kind.MESSAGE else Memory
-    allowed = set(model_class.objects.filter(pk__in=candidates, **_orm(filters)).values_list("pk", flat=True))
+    allowed = set(model_class.objects.filter(pk__in=candidates, **orm_filters(filters)).values_list("pk", flat=True))
     by_id = {int(entry.ids[i]): float(scores[i]) for i in best}
     hits = [Scored(i, by_id[i], "") for i in candidates if i in allowed][:limit]
     return Neighbours(hits, degraded)
