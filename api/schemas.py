@@ -231,6 +231,12 @@ class ToolOut(Schema):
                                                           "why a weaker one did, the time spans read from the query")
 
 
+class ToolDefinitionsOut(Schema):
+    format: Literal["openai", "anthropic", "mcp"]
+    tools: list[dict[str, Any]] = Field(description="memory_store, memory_recall, memory_forget, "
+                                                    "memory_sources_list in the format asked for")
+
+
 class MemoryOut(Schema):
     id: int
     key: str

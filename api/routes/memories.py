@@ -17,6 +17,7 @@ from memory.reviewer import review_now
 from memory.reviewer import review_undo as undo
 from memory.rows import memory_archive, memory_list, memory_restore
 from memory.search import search_memories
+from memory.tool_definitions import FORMATS, definitions
 from memory.tools import ToolContext, run_tool
 from memory.transcripts import realtime_conversation, transcript_store
 
@@ -31,6 +32,18 @@ def memory_out(row: Memory) -> dict:
             "archived": row.archived_at is not None, "archived_at": row.archived_at,
             "archive_reason": row.archive_reason, "source_type": row.source_type,
             "created_at": row.created_at, "updated_at": row.updated_at}
+
+
+class ToolsQuery(Schema):
+    format: Literal[FORMATS] = Field("openai", description="openai (function tools), anthropic (tools with "
+                                                          "`input_schema`) or mcp (MCP `Tool`s, with `agent` and "
+                                                          "`conversation` among the arguments)")
+
+
+@router.get("/agents/{agent}/tools", response=s.ToolDefinitionsOut)
+def tool_definitions(request, agent: str, query: Query[ToolsQuery]):
+    """The memory tools' definitions, ready to hand to a model: run the model's calls with `POST …/tools/{tool}`."""
+    return {"format": query.format, "tools": definitions(query.format)}
 
 
 @router.post("/agents/{agent}/tools/{tool}", response=s.ToolOut)

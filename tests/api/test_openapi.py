@@ -14,6 +14,7 @@ CONTRACT = {
     ("post", "/api/v1/agents/{agent}/conversations/{conv}/clear"),
     ("post", "/api/v1/agents/{agent}/conversations/{conv}/turns"),
     ("get", "/api/v1/agents/{agent}/prompt"),
+    ("get", "/api/v1/agents/{agent}/tools"),
     ("post", "/api/v1/agents/{agent}/tools/{tool}"),
     ("get", "/api/v1/agents/{agent}/memories"),
     ("post", "/api/v1/memories/{memory_id}/archive"),
