@@ -9,7 +9,6 @@ from ninja import Field, Query, Router, Schema, Status
 
 from api import schemas as s
 from api.errors import ApiError
-from fermix_site.conf import conf
 from memory.conversations import ConversationKey
 from memory.models import Memory, MemorySource, ReviewRun, Trust
 from memory.prompt_files import prompt_files_rebuild_after_commit
@@ -18,7 +17,7 @@ from memory.reviewer import review_undo as undo
 from memory.rows import memory_archive, memory_list, memory_restore
 from memory.search import search_memories
 from memory.tool_definitions import FORMATS, definitions
-from memory.tools import ToolContext, run_tool
+from memory.tools import run_tool
 from memory.transcripts import realtime_conversation, transcript_store
 
 router = Router(tags=["memory"])
@@ -51,9 +50,8 @@ def tool(request, agent: str, tool: ToolName, payload: s.ToolIn):
     """Run a memory tool as the model would; a refusal is `ok: false` with the reason in `data.error`.
 
     With guest trust the tool touches only the conversation named (see `memory.admission`)."""
-    ctx = ToolContext(agent_id=agent, owner_id=payload.owner_id or conf.memory.owner_id,
-                      conversation=ConversationKey.parse(payload.conversation),
-                      trust=request.auth.trust(payload.trust), actor_id=request.auth.actor)
+    ctx = request.auth.tool_context(agent_id=agent, conversation=payload.conversation, asserted_trust=payload.trust,
+                                    owner_id=payload.owner_id)
     return run_tool(tool, ctx, payload.arguments).as_dict()
 
 

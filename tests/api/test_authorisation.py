@@ -48,6 +48,7 @@ ENDPOINTS = [
     ("post", CONV + "/clear", {}, TRUST),
     ("post", CONV + "/turns", {"content": "hi"}, ANY),
     ("get", "/agents/main/prompt", None, ANY),
+    ("get", "/agents/main/tools", None, ANY),
     ("post", "/agents/main/tools/memory_recall", {"conversation": "telegram:1", "arguments": {"query": "x"}}, ANY),
     ("get", "/agents/main/memories", None, ANY),
     ("post", "/memories/{live}/archive", {"reason": "stale"}, KEY),
