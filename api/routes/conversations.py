@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
+from django.db.models import OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
 from ninja import Field as QField
 from ninja import Query, Router, Schema
 
 from api import idempotency
 from api import schemas as s
+from api.errors import ApiError
 from fermix_site.conf import conf
 from memory.compactor import compact_now, compaction_preflight
 from memory.conversations import ConversationKey, message_append, window_clear, window_read
+from memory.models import Conversation, Message
 from memory.prompt import compose_system_prompt
 from memory.turn_runner import prompt_for, turn_run
 from memory.turns import turn_commit
@@ -17,6 +23,48 @@ from memory.turns import turn_commit
 router = Router(tags=["conversations"])
 CONV = "/agents/{agent}/conversations/{conv}"
 CLEARED = "Started a new conversation. Long-term memory, prompt file revisions and scheduled jobs are kept."
+
+
+CURSOR = re.compile(r"([0-9]{1,19})\.([0-9]{1,19})")  # `<last message id>.<conversation id>` of a page's end
+MAX_ID = 2**63 - 1  # the widest id column
+
+
+class ConversationListQuery(Schema):
+    cursor: str | None = QField(None, max_length=100, json_schema_extra={"pattern": "^" + CURSOR.pattern + "$"},
+                                description="the `next_cursor` of the previous page")
+    limit: int = QField(50, ge=1, le=500)
+
+
+def _cursor(text: str) -> tuple[int, int]:
+    """(last message id, conversation id) of a page's cursor; a 400 for anything else."""
+    found = CURSOR.fullmatch(text)
+    numbers = (int(found[1]), int(found[2])) if found else (-1, -1)
+    if not all(0 <= number <= MAX_ID for number in numbers):
+        raise ApiError(400, "invalid_cursor", "cursor must be the next_cursor of a previous page")
+    return numbers
+
+
+@router.get("/agents/{agent}/conversations", response=s.ConversationListOut)
+def conversations(request, agent: str, query: Query[ConversationListQuery]):
+    """The agent's conversations, newest activity (its newest message) first, a page at a time."""
+    newest = Message.objects.filter(agent_id=agent, channel=OuterRef("channel"), chat_id=OuterRef("chat_id"),
+                                    thread_scope=OuterRef("thread_scope")).order_by("-id").values("id")[:1]
+    rows = Conversation.objects.filter(agent_id=agent).annotate(last=Coalesce(Subquery(newest), Value(0)))
+    if query.cursor is not None:
+        last, pk = _cursor(query.cursor)
+        rows = rows.filter(Q(last__lt=last) | Q(last=last, pk__lt=pk))
+    page = list(rows.order_by("-last", "-pk")[: query.limit + 1])
+    more, page = len(page) > query.limit, page[: query.limit]
+    said = dict(Message.objects.filter(pk__in=[c.last for c in page if c.last]).values_list("pk", "created_at"))
+    return {"conversations": [conversation_out(c, said.get(c.last)) for c in page],
+            "next_cursor": f"{page[-1].last}.{page[-1].pk}" if more else None}
+
+
+def conversation_out(conversation: Conversation, last_said) -> dict:
+    return {"conversation": conversation.key, "channel": conversation.channel, "chat_id": conversation.chat_id,
+            "thread_scope": conversation.thread_scope, "owner_id": conversation.owner_id,
+            "created_at": conversation.created_at, "last_message_id": conversation.last or None,
+            "last_activity_at": last_said or conversation.created_at}
 
 
 def _key(conv: str) -> ConversationKey:

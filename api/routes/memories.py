@@ -5,16 +5,19 @@ from __future__ import annotations
 
 from typing import Literal
 
+from django.db import transaction
 from ninja import Field, Query, Router, Schema, Status
 
 from api import schemas as s
 from api.errors import ApiError
+from fermix_site.conf import conf
+from memory.admission import Writer, admit_add, admit_replace
 from memory.conversations import ConversationKey
 from memory.models import Memory, MemorySource, ReviewRun, Trust
 from memory.prompt_files import prompt_files_rebuild_after_commit
 from memory.reviewer import review_now
 from memory.reviewer import review_undo as undo
-from memory.rows import memory_archive, memory_list, memory_restore
+from memory.rows import memory_archive, memory_history, memory_list, memory_restore
 from memory.search import search_memories
 from memory.tool_definitions import FORMATS, definitions
 from memory.tools import run_tool
@@ -83,13 +86,62 @@ def memories(request, agent: str, query: Query[MemoryQuery]):
     return {"memories": [memory_out(row) for row in rows]}
 
 
-def _row_for(request, memory_id: int, action: str) -> Memory:
-    request.auth.require_operator(action)
+def event_out(event) -> dict:
+    return {"id": event.id, "action": event.action, "before_value": event.before_value,
+            "after_value": event.after_value, "before_category": event.before_category,
+            "after_category": event.after_category, "actor_type": event.actor_type, "actor_id": event.actor_id,
+            "run_id": event.run_id, "reason": event.reason, "created_at": event.created_at}
+
+
+def _operator_writer(request, *, agent_id: str, owner_id: str) -> Writer:
+    """An operator's change through the API: admission's operator column (owner or agent scope by category)."""
+    return Writer(kind="operator", agent_id=agent_id, owner_id=owner_id, trust=Trust.OPERATOR,
+                  actor_id=request.auth.actor)
+
+
+@router.post("/agents/{agent}/memories", response={201: s.MemoryAddedOut, 200: s.MemoryAddedOut})
+def memory_add(request, agent: str, payload: s.MemoryIn):
+    """Add a long-term row (operator key), through admission: the category decides the scope, and a live row
+    with the same key is replaced (200) rather than duplicated. The prompt files are rebuilt."""
+    request.auth.require_operator("adding a memory")
+    writer = _operator_writer(request, agent_id=agent, owner_id=payload.owner_id or conf.memory.owner_id)
+    with transaction.atomic():
+        row, action = admit_add(writer, key=payload.key, value=payload.value, category=payload.category,
+                                reason=payload.reason)
+    return Status(201 if action == "add" else 200, {**_rebuilt(row, "api_add"), "action": action})
+
+
+@router.get("/memories/{memory_id}", response=s.MemoryDetailOut)
+def memory_detail(request, memory_id: int):
+    """One row, archived or not, with every change to it (who, when, why), oldest first."""
+    row = _row_of(request, memory_id)
+    return {"memory": memory_out(row), "history": [event_out(e) for e in memory_history(memory_id=row.id)]}
+
+
+@router.patch("/memories/{memory_id}", response=s.MemoryChangeOut)
+def memory_edit(request, memory_id: int, payload: s.MemoryPatchIn):
+    """Correct a row's value or category (operator key), through admission, recorded in its history with the
+    reason. The prompt files are rebuilt."""
+    row = _row_for(request, memory_id, "changing a memory")
+    if payload.value is None and payload.category is None:
+        raise ApiError(400, "nothing_to_change", "send value, category or both")
+    writer = _operator_writer(request, agent_id=row.agent_id, owner_id=row.owner_id)
+    row = admit_replace(writer, memory_id=row.id, value=row.value if payload.value is None else payload.value,
+                        category=payload.category, reason=payload.reason)
+    return _rebuilt(row, "api_edit")
+
+
+def _row_of(request, memory_id: int) -> Memory:
     row = Memory.objects.filter(pk=memory_id).first()
     if row is None:
         raise ApiError(404, "not_found", f"memory row {memory_id} does not exist")
     request.auth.require_agent(row.agent_id)
     return row
+
+
+def _row_for(request, memory_id: int, action: str) -> Memory:
+    request.auth.require_operator(action)
+    return _row_of(request, memory_id)
 
 
 def _rebuilt(row: Memory, trigger: str) -> dict:
