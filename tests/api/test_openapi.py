@@ -69,7 +69,8 @@ def test_every_operation_needs_the_bearer_key_and_documents_the_error_shape(docu
         for method, operation in operations.items():
             assert operation["security"] == [{"ApiKeyAuth": []}], (method, path)
             for status in ("401", "403", "422"):
-                schema = operation["responses"][status]["content"]["application/json"]["schema"]
+                name = operation["responses"][status]["$ref"].removeprefix("#/components/responses/")
+                schema = document["components"]["responses"][name]["content"]["application/json"]["schema"]
                 assert schema == {"$ref": "#/components/schemas/ErrorOut"}
 
 
@@ -90,3 +91,23 @@ def test_the_browsable_docs_load_their_assets_locally(client, home):
     page = response.content.decode()
     assert "/static/ninja/swagger-ui-bundle.js" in page and "/api/v1/openapi.json" in page
     assert client.get("/static/ninja/swagger-ui-bundle.js").status_code == 200
+
+
+def test_the_redoc_page_loads_its_assets_locally(client, home):
+    response = client.get("/api/v1/redoc")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "/static/ninja/redoc.standalone.js" in page and "/api/v1/openapi.json" in page
+    assert "cdn" not in page.lower() and "https://" not in page
+    assert client.get("/static/ninja/redoc.standalone.js").status_code == 200
+
+
+def test_each_error_response_is_described_once_and_referred_to(document):
+    responses = document["components"]["responses"]
+    assert responses["Unauthorized"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorOut"}
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            errors = {status: r for status, r in operation["responses"].items() if int(status) >= 400}
+            assert errors and all(set(r) == {"$ref"} for r in errors.values()), (method, path)
+            assert all(r["$ref"].removeprefix("#/components/responses/") in responses for r in errors.values())
