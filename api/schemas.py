@@ -10,10 +10,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Strict
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Strict, create_model
 
 from fermix_site.conf import ID_PATTERN, valid_id
 from memory.conversations import KEY_PATTERN
+from memory.tool_definitions import ToolDefinition
 from memory.transcripts import DEVICE_PATTERN
 
 
@@ -215,11 +216,22 @@ class PromptOut(Schema):
 # --- memory ----------------------------------------------------------------------------------------
 
 
-class ToolIn(Schema):
-    conversation: ConversationText = Field(..., examples=["telegram:12345"])
+class ToolCallIn(Schema):
+    conversation: ConversationText = Field(..., examples=["telegram:12345"],
+                                           description="the conversation the call is made from")
     owner_id: Ident | None = None
     trust: Trust = "guest"
-    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+def tool_body(definition: ToolDefinition) -> type[ToolCallIn]:
+    """The body of one tool's operation: the call's context, and the arguments typed by the tool's definition
+    (memory.tool_definitions), the schema the model is given."""
+    name = "".join(part.title() for part in definition.name.split("_")) + "In"
+    # Arguments with a required field must be sent; a tool that needs none may leave them out.
+    default = {"default_factory": dict} if not definition.required else {}
+    arguments = Field(**default, description=f"the arguments of {definition.name}, as the model gives them",
+                      json_schema_extra=definition.parameters)
+    return create_model(name, __base__=ToolCallIn, arguments=(dict[str, Any], arguments))
 
 
 class ToolOut(Schema):

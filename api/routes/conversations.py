@@ -44,7 +44,8 @@ def _cursor(text: str) -> tuple[int, int]:
     return numbers
 
 
-@router.get("/agents/{agent}/conversations", response=s.ConversationListOut)
+@router.get("/agents/{agent}/conversations", response=s.ConversationListOut,
+            summary="List conversations, newest activity first")
 def conversations(request, agent: str, query: Query[ConversationListQuery]):
     """The agent's conversations, newest activity (its newest message) first, a page at a time."""
     newest = Message.objects.filter(agent_id=agent, channel=OuterRef("channel"), chat_id=OuterRef("chat_id"),
@@ -83,7 +84,7 @@ def _endpoint(agent: str, key: ConversationKey, action: str) -> str:
 
 @router.post(CONV + "/messages", response={201: s.MessageCreated, 200: s.MessageCreated},
              openapi_extra=idempotency.documented(
-                 "A replay of the first answer (201) to the same Idempotency-Key and body"))
+                 "A replay of the first answer (201) to the same Idempotency-Key and body"), summary="Append a message")
 def append_message(request, agent: str, conv: str, payload: s.MessageIn, idempotency_key: idempotency.KeyHeader):
     """Append one message to the conversation (the bot's record of what was said)."""
     key = _key(conv)
@@ -107,7 +108,7 @@ class WindowQuery(Schema):
     limit: int | None = QField(None, ge=1, le=10_000, description="only the newest N messages")
 
 
-@router.get(CONV + "/messages", response=s.WindowOut)
+@router.get(CONV + "/messages", response=s.WindowOut, summary="Read the conversation's window")
 def read_window(request, agent: str, conv: str, query: Query[WindowQuery]):
     """The current window (after the latest checkpoint, which comes first), oldest first."""
     key = _key(conv)
@@ -115,7 +116,7 @@ def read_window(request, agent: str, conv: str, query: Query[WindowQuery]):
     return {"conversation": str(key), "messages": [message_out(m) for m in window]}
 
 
-@router.post(CONV + "/commit", response=s.CommitOut)
+@router.post(CONV + "/commit", response=s.CommitOut, summary="Commit a delivered turn")
 def commit(request, agent: str, conv: str, payload: s.CommitIn):
     """The turn was delivered: record its peak, start the background review, check compaction."""
     return turn_commit(agent_id=agent, conversation=str(_key(conv)), owner_id=payload.owner_id,
@@ -123,14 +124,14 @@ def commit(request, agent: str, conv: str, payload: s.CommitIn):
                        context_window=payload.context_window)
 
 
-@router.post(CONV + "/preflight", response=s.PreflightOut)
+@router.post(CONV + "/preflight", response=s.PreflightOut, summary="Compact before a turn if needed")
 def preflight(request, agent: str, conv: str, payload: s.PreflightIn):
     """Before a turn: compact when the previous turn's peak crossed the threshold."""
     return compaction_preflight(agent_id=agent, conversation=str(_key(conv)), owner_id=payload.owner_id,
                                 context_window=payload.context_window)
 
 
-@router.post(CONV + "/compact", response=s.CompactOut)
+@router.post(CONV + "/compact", response=s.CompactOut, summary="/compact: summarise the window now")
 def compact(request, agent: str, conv: str, payload: s.CommandIn):
     """`/compact`: summarise the window now (operator trust)."""
     key = _key(conv)
@@ -138,7 +139,7 @@ def compact(request, agent: str, conv: str, payload: s.CommandIn):
     return compact_now(agent_id=agent, conversation=str(key))
 
 
-@router.post(CONV + "/clear", response=s.ClearOut)
+@router.post(CONV + "/clear", response=s.ClearOut, summary="/new, /clear: start a new window")
 def clear(request, agent: str, conv: str, payload: s.CommandIn):
     """`/new`, `/clear`: start a new window (operator trust). Nothing is deleted."""
     key = _key(conv)
@@ -147,7 +148,8 @@ def clear(request, agent: str, conv: str, payload: s.CommandIn):
 
 
 @router.post(CONV + "/turns", response=s.TurnOut, openapi_extra=idempotency.documented(
-    "The turn's answer; a retry with the same Idempotency-Key and body replays it"))
+    "The turn's answer; a retry with the same Idempotency-Key and body replays it"),
+             summary="Run a whole turn through the model")
 def turn(request, agent: str, conv: str, payload: s.TurnIn, idempotency_key: idempotency.KeyHeader):
     """A whole turn through the provider chain, with the memory tools offered to the model."""
     key = _key(conv)
@@ -167,7 +169,7 @@ class PromptQuery(Schema):
     realtime: bool = False
 
 
-@router.get("/agents/{agent}/prompt", response=s.PromptOut, tags=["prompt"])
+@router.get("/agents/{agent}/prompt", response=s.PromptOut, tags=["prompt"], summary="Show the composed prompt")
 def prompt(request, agent: str, query: Query[PromptQuery]):
     """What the model sees: the composed system messages, the conversation's window and the prompt hash.
 

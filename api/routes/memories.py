@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from django.db import transaction
+from jsonschema import Draft202012Validator
 from ninja import Field, Query, Router, Schema, Status
 
 from api import schemas as s
@@ -19,12 +20,12 @@ from memory.reviewer import review_now
 from memory.reviewer import review_undo as undo
 from memory.rows import memory_archive, memory_history, memory_list, memory_restore
 from memory.search import search_memories
-from memory.tool_definitions import FORMATS, definitions
+from memory.tool_definitions import FORMATS, ToolDefinition, definitions
+from memory.tool_definitions import TOOLS as TOOL_DEFINITIONS
 from memory.tools import run_tool
 from memory.transcripts import realtime_conversation, transcript_store
 
 router = Router(tags=["memory"])
-ToolName = Literal["memory_store", "memory_recall", "memory_forget", "memory_sources_list"]
 TRANSCRIPTS_OFF = "persist_transcripts is off ([fermix_core.memory] in config.toml); nothing was stored"
 
 
@@ -42,20 +43,42 @@ class ToolsQuery(Schema):
                                                           "`conversation` among the arguments)")
 
 
-@router.get("/agents/{agent}/tools", response=s.ToolDefinitionsOut)
+@router.get("/agents/{agent}/tools", response=s.ToolDefinitionsOut,
+            summary="Get the memory tools' definitions for a model")
 def tool_definitions(request, agent: str, query: Query[ToolsQuery]):
     """The memory tools' definitions, ready to hand to a model: run the model's calls with `POST …/tools/{tool}`."""
     return {"format": query.format, "tools": definitions(query.format)}
 
 
-@router.post("/agents/{agent}/tools/{tool}", response=s.ToolOut)
-def tool(request, agent: str, tool: ToolName, payload: s.ToolIn):
-    """Run a memory tool as the model would; a refusal is `ok: false` with the reason in `data.error`.
+TOOL_HELP = ("Run the tool as the model would, with the arguments it gave. A refusal is `ok: false` with the "
+             "reason in `data.error`; with guest trust the tool touches only the conversation named (see "
+             "`memory.admission`).")
 
-    With guest trust the tool touches only the conversation named (see `memory.admission`)."""
-    ctx = request.auth.tool_context(agent_id=agent, conversation=payload.conversation, asserted_trust=payload.trust,
-                                    owner_id=payload.owner_id)
-    return run_tool(tool, ctx, payload.arguments).as_dict()
+
+def _tool_operation(definition: ToolDefinition) -> None:
+    """`POST /agents/{agent}/tools/<tool>`, one operation per tool: the document types each tool's arguments
+    with the tool's own definition, and a call is checked against it (422) before the tool runs."""
+    arguments = Draft202012Validator(definition.parameters)
+
+    def run(request, agent, payload):
+        problems = sorted(arguments.iter_errors(payload.arguments), key=lambda e: [str(p) for p in e.path])
+        problem = problems[0] if problems else None
+        if problem is not None:
+            where = ".".join(["arguments", *map(str, problem.path)])
+            raise ApiError(422, "invalid_input", f"{where}: {problem.message}"[:500])
+        ctx = request.auth.tool_context(agent_id=agent, conversation=payload.conversation,
+                                        asserted_trust=payload.trust, owner_id=payload.owner_id)
+        return run_tool(definition.name, ctx, payload.arguments).as_dict()
+
+    run.__name__ = run.__qualname__ = definition.name
+    run.__doc__ = f"{definition.description}\n\n{TOOL_HELP}"
+    run.__annotations__ = {"agent": str, "payload": s.tool_body(definition)}
+    router.post(f"/agents/{{agent}}/tools/{definition.name}", response=s.ToolOut,
+                summary=f"Run {definition.name}: {definition.title[0].lower()}{definition.title[1:]}")(run)
+
+
+for _definition in TOOL_DEFINITIONS:
+    _tool_operation(_definition)
 
 
 class MemoryQuery(Schema):
@@ -70,7 +93,7 @@ class MemoryQuery(Schema):
 ARCHIVED = {"false": False, "true": True, "all": None}
 
 
-@router.get("/agents/{agent}/memories", response=s.MemoryListOut)
+@router.get("/agents/{agent}/memories", response=s.MemoryListOut, summary="List or search memory rows")
 def memories(request, agent: str, query: Query[MemoryQuery]):
     """List rows newest first, or search them with `q` (best match first)."""
     archived = ARCHIVED[query.archived]
@@ -99,7 +122,8 @@ def _operator_writer(request, *, agent_id: str, owner_id: str) -> Writer:
                   actor_id=request.auth.actor)
 
 
-@router.post("/agents/{agent}/memories", response={201: s.MemoryAddedOut, 200: s.MemoryAddedOut})
+@router.post("/agents/{agent}/memories", response={201: s.MemoryAddedOut, 200: s.MemoryAddedOut},
+             summary="Add a long-term memory")
 def memory_add(request, agent: str, payload: s.MemoryIn):
     """Add a long-term row (operator key), through admission: the category decides the scope, and a live row
     with the same key is replaced (200) rather than duplicated. The prompt files are rebuilt."""
@@ -111,14 +135,14 @@ def memory_add(request, agent: str, payload: s.MemoryIn):
     return Status(201 if action == "add" else 200, {**_rebuilt(row, "api_add"), "action": action})
 
 
-@router.get("/memories/{memory_id}", response=s.MemoryDetailOut)
+@router.get("/memories/{memory_id}", response=s.MemoryDetailOut, summary="Get a memory and its history")
 def memory_detail(request, memory_id: int):
     """One row, archived or not, with every change to it (who, when, why), oldest first."""
     row = _row_of(request, memory_id)
     return {"memory": memory_out(row), "history": [event_out(e) for e in memory_history(memory_id=row.id)]}
 
 
-@router.patch("/memories/{memory_id}", response=s.MemoryChangeOut)
+@router.patch("/memories/{memory_id}", response=s.MemoryChangeOut, summary="Correct a memory")
 def memory_edit(request, memory_id: int, payload: s.MemoryPatchIn):
     """Correct a row's value or category (operator key), through admission, recorded in its history with the
     reason. The prompt files are rebuilt."""
@@ -150,7 +174,7 @@ def _rebuilt(row: Memory, trigger: str) -> dict:
     return {"memory": memory_out(row), "rendered_in": rebuild.shown_in(row.id), "warnings": rebuild.warnings}
 
 
-@router.post("/memories/{memory_id}/archive", response=s.MemoryChangeOut)
+@router.post("/memories/{memory_id}/archive", response=s.MemoryChangeOut, summary="Archive a memory")
 def archive(request, memory_id: int, payload: s.ArchiveIn):
     """Archive a row (operator key); it leaves the prompt files and recall, and can be restored."""
     row = _row_for(request, memory_id, "archiving a memory")
@@ -159,7 +183,7 @@ def archive(request, memory_id: int, payload: s.ArchiveIn):
     return _rebuilt(row, "api_archive")
 
 
-@router.post("/memories/{memory_id}/restore", response=s.MemoryChangeOut)
+@router.post("/memories/{memory_id}/restore", response=s.MemoryChangeOut, summary="Restore an archived memory")
 def restore(request, memory_id: int):
     """Un-archive a row (operator key); the prompt files are rebuilt so it reappears at once."""
     row = _row_for(request, memory_id, "restoring a memory")
@@ -168,7 +192,7 @@ def restore(request, memory_id: int):
     return _rebuilt(row, "api_restore")
 
 
-@router.post("/agents/{agent}/review", response=s.ReviewOut)
+@router.post("/agents/{agent}/review", response=s.ReviewOut, summary="Review the conversation now")
 def review(request, agent: str, payload: s.ReviewIn):
     """`memory_review --now` (operator key): review now, past the interval gates; same JSON."""
     request.auth.require_operator("a memory review")
@@ -181,7 +205,7 @@ class ReviewRunQuery(Schema):
     limit: int = Field(50, ge=1, le=500)
 
 
-@router.get("/agents/{agent}/review-runs", response=s.ReviewRunListOut)
+@router.get("/agents/{agent}/review-runs", response=s.ReviewRunListOut, summary="List review runs")
 def review_runs(request, agent: str, query: Query[ReviewRunQuery]):
     """Review runs newest first, with their outcome: the ids to undo one with."""
     runs = ReviewRun.objects.filter(agent_id=agent).order_by("-started_at", "-id")
@@ -194,7 +218,7 @@ def review_runs(request, agent: str, query: Query[ReviewRunQuery]):
                      for r in runs[: query.limit]]}
 
 
-@router.post("/review-runs/{run_id}/undo", response=s.UndoOut)
+@router.post("/review-runs/{run_id}/undo", response=s.UndoOut, summary="Undo a review run")
 def review_undo(request, run_id: int):
     """Undo a review run's operations (operator key)."""
     request.auth.require_operator("undoing a review")
@@ -205,7 +229,7 @@ def review_undo(request, run_id: int):
     return undo(run_id=run_id, actor=request.auth.actor)
 
 
-@router.get("/agents/{agent}/memory-sources", response=s.MemorySourcesOut)
+@router.get("/agents/{agent}/memory-sources", response=s.MemorySourcesOut, summary="List memory sources")
 def memory_sources(request, agent: str):
     """Where the agent's memories come from: conversations and scheduled jobs (`job:<id>`)."""
     sources = MemorySource.objects.filter(agent_id=agent).order_by("source_type", "key")[:1000]
@@ -214,7 +238,7 @@ def memory_sources(request, agent: str):
 
 
 @router.post("/agents/{agent}/realtime/transcripts", response={200: s.TranscriptOut, 201: s.TranscriptOut},
-             tags=["realtime"])
+             tags=["realtime"], summary="Store a voice transcript")
 def transcript(request, agent: str, payload: s.TranscriptIn):
     """A final voice transcript: stored as a `voice_turn` (201) when `persist_transcripts` is on, else 200.
 

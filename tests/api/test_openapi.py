@@ -3,6 +3,8 @@
 import pytest
 from openapi_spec_validator import validate
 
+from memory.tool_definitions import definitions
+
 pytestmark = pytest.mark.django_db
 
 CONTRACT = {
@@ -15,7 +17,10 @@ CONTRACT = {
     ("post", "/api/v1/agents/{agent}/conversations/{conv}/turns"),
     ("get", "/api/v1/agents/{agent}/prompt"),
     ("get", "/api/v1/agents/{agent}/tools"),
-    ("post", "/api/v1/agents/{agent}/tools/{tool}"),
+    ("post", "/api/v1/agents/{agent}/tools/memory_store"),
+    ("post", "/api/v1/agents/{agent}/tools/memory_recall"),
+    ("post", "/api/v1/agents/{agent}/tools/memory_forget"),
+    ("post", "/api/v1/agents/{agent}/tools/memory_sources_list"),
     ("get", "/api/v1/agents/{agent}/memories"),
     ("post", "/api/v1/agents/{agent}/memories"),
     ("get", "/api/v1/memories/{memory_id}"),
@@ -111,3 +116,22 @@ def test_each_error_response_is_described_once_and_referred_to(document):
             errors = {status: r for status, r in operation["responses"].items() if int(status) >= 400}
             assert errors and all(set(r) == {"$ref"} for r in errors.values()), (method, path)
             assert all(r["$ref"].removeprefix("#/components/responses/") in responses for r in errors.values())
+
+
+def test_every_operation_has_a_summary_written_for_people(document):
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            # ninja's own summary is the function's name in title case ("Tool Definitions")
+            assert operation["summary"] and not operation["summary"].istitle(), (method, path, operation["summary"])
+
+
+def test_each_tool_operation_types_its_arguments_with_the_tools_definition(document):
+    schemas = document["components"]["schemas"]
+    for tool in definitions("openai"):
+        name = tool["function"]["name"]
+        body = document["paths"][f"/api/v1/agents/{{agent}}/tools/{name}"]["post"]["requestBody"]
+        ref = body["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+        arguments = schemas[ref]["properties"]["arguments"]
+        assert {k: arguments[k] for k in tool["function"]["parameters"]} == tool["function"]["parameters"]
+        assert ("arguments" in schemas[ref].get("required", [])) == bool(tool["function"]["parameters"].get(
+            "required"))

@@ -99,3 +99,21 @@ def test_an_anthropic_turn_offers_the_anthropic_form(script, bot, fake_provider)
     with use_config(provider_config_toml(fake_provider, kind="anthropic", context_window=8192)):
         assert bot.turn("hello").status_code == 200
     assert script.requests("turn")[-1].body["tools"] == tools
+
+
+def test_a_tool_call_over_http_is_checked_against_the_tools_definition(bot):
+    def call(tool, arguments):
+        return bot.post(f"/agents/main/tools/{tool}", {"conversation": "telegram:1", "arguments": arguments})
+
+    assert call("memory_recall", {"query": "x", "limit": "five"}).json()["error"]["message"].startswith(
+        "arguments.limit: 'five' is not of type 'integer'")
+    assert error_of(call("memory_recall", {"query": "x", "scope": "everywhere"})) == (422, "invalid_input")
+    assert error_of(call("memory_store", {"key": "k"})) == (422, "invalid_input")  # value is required
+    assert error_of(call("memory_forget", {"id": 1, "extra": True})) == (422, "invalid_input")
+    assert error_of(bot.post("/agents/main/tools/memory_forget", {"conversation": "telegram:1"})) == (
+        422, "invalid_input")
+    assert error_of(call("memory_delete_all", {})) == (404, "unknown_endpoint")
+    assert call("memory_sources_list", {}).json()["ok"] is True
+    # What the schema allows but the tool refuses is the tool's answer, for the model to correct itself.
+    too_long = call("memory_store", {"key": "k", "value": "x" * 201}).json()
+    assert (too_long["ok"], too_long["data"]["error"]) == (False, "value_too_long")
