@@ -9,7 +9,9 @@ error, ninja's own included, is `{"error": {"code", "message"}}` (see `api.error
 from __future__ import annotations
 
 import functools
+import json
 import re
+from pathlib import Path
 
 from django.urls import URLPattern, re_path
 from django.urls import path as route
@@ -58,6 +60,8 @@ PATH_PARAMETERS = {
 }
 
 
+# A real request and answer for every operation, recorded by scripts/openapi_examples.py against the real server.
+EXAMPLES = json.loads((Path(__file__).parent / "openapi_examples.json").read_text(encoding="utf-8"))
 REDOC = Redoc(settings={"expandResponses": "200,201", "hideHostname": True, "pathInMiddlePanel": True,
                          "requiredPropsFirst": True, "sortPropsAlphabetically": False})
 
@@ -76,6 +80,10 @@ class FermixAPI(NinjaAPI):
         # Anything else under /api/v1/ is an unknown endpoint: JSON, not Django's HTML 404 page.
         urls.append(re_path(r"^.*$", boundary.unknown_route))
         return urls
+
+    def get_openapi_operation_id(self, operation) -> str:
+        """The view's name (`memory_store`, `turn`): unique across the API, and what a generated client calls."""
+        return operation.view_func.__name__
 
     def redoc(self, request):
         """The document as one readable page (ReDoc, served from this server's static files like the Swagger UI)."""
@@ -109,6 +117,7 @@ class FermixAPI(NinjaAPI):
                 for status in self._errors_of(path, method):
                     operation["responses"].setdefault(status, {"$ref": f"#/components/responses/{names[status]}"})
                 _no_null_body(operation)
+                _with_example(operation, EXAMPLES.get(operation["operationId"]))
                 for parameter in operation.get("parameters", []):
                     if parameter["in"] == "path" and parameter["name"] in PATH_PARAMETERS:
                         parameter["schema"] = {**parameter.get("schema", {}), **PATH_PARAMETERS[parameter["name"]]}
@@ -122,6 +131,18 @@ class FermixAPI(NinjaAPI):
         if method == "post" and path.endswith(MODEL_PATHS) or "/soul/proposals" in path:
             found += MODEL_ERRORS
         return found
+
+
+def _with_example(operation: dict, example: dict | None) -> None:
+    """The recorded exchange as the operation's request and answer examples."""
+    if example is None:
+        return
+    if "request" in example and "requestBody" in operation:
+        operation["requestBody"]["content"]["application/json"]["example"] = example["request"]
+    responses = operation["responses"]
+    answer = responses.get(example["status"]) or responses.get(str(example["status"]))
+    if answer is not None and "content" in answer:
+        answer["content"]["application/json"]["example"] = example["response"]
 
 
 def _no_null_body(operation: dict) -> None:

@@ -1,6 +1,7 @@
 """The OpenAPI document validates, lists exactly the endpoints served, and the browsable docs load."""
 
 import pytest
+from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 
 from memory.tool_definitions import definitions
@@ -135,3 +136,23 @@ def test_each_tool_operation_types_its_arguments_with_the_tools_definition(docum
         assert {k: arguments[k] for k in tool["function"]["parameters"]} == tool["function"]["parameters"]
         assert ("arguments" in schemas[ref].get("required", [])) == bool(tool["function"]["parameters"].get(
             "required"))
+
+
+def test_every_operation_shows_a_real_request_and_answer_that_fit_its_schemas(document):
+    """The examples (recorded by scripts/openapi_examples.py against the real server) exist and still fit."""
+    def fits(schema, example, where):
+        problems = list(Draft202012Validator({**document, **schema}).iter_errors(example))  # `$ref`s resolve here
+        assert not problems, (where, [p.message for p in problems[:3]])
+
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            where = (method, path)
+            answers = [r["content"]["application/json"] for status, r in operation["responses"].items()
+                       if status.startswith("2") and "example" in r.get("content", {}).get("application/json", {})]
+            assert len(answers) == 1, where
+            fits(answers[0]["schema"], answers[0]["example"], where)
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            if body is not None and operation["requestBody"].get("required"):
+                assert "example" in body, where
+            if body is not None and "example" in body:
+                fits(body["schema"], body["example"], where)
