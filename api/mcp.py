@@ -255,6 +255,10 @@ def endpoint(request):
     except ApiError as exc:
         return error_response(exc.status, exc.code, exc.message, headers=exc.headers)
     status, headers, body = anyio.run(_exchange, _scope(request, caller), request.body)
+    if status >= 400 and not dict(headers).get(b"content-type", b"").startswith(b"application/json"):
+        # The transport's own refusals in plain text (a wrong Content-Type or Accept): the API's JSON shape.
+        return error_response(status, "invalid_mcp_request", body.decode("utf-8", "replace")[:500] or
+                              "the request is not an MCP message of the streamable HTTP transport")
     response = HttpResponse(body, status=status)
     for name, value in headers:
         if name.lower() != b"content-length":

@@ -206,6 +206,12 @@ def test_no_input_is_a_500(shared_server):
         "unknown agent's file": dict(json=rpc("resources/read", {"uri": "fermix://nobody/SOUL.md"}), headers=good),
         "uri not text": dict(json=rpc("resources/read", {"uri": 7}), headers=good),
         "too large": dict(content=b"{" + b" " * (1024 * 1024 + 1) + b"}", headers=good),
+        "unknown protocol version": dict(json=rpc("tools/list"), headers={**good, "MCP-Protocol-Version": "1999"}),
+        "modern, no envelope": dict(json=rpc("tools/list"), headers={**good, "MCP-Protocol-Version": "2026-07-28"}),
+        "no Accept": dict(json=rpc("tools/list"), headers={k: v for k, v in good.items() if k != "Accept"}),
+        "text/plain": dict(content=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}',
+                           headers={**good, "Content-Type": "text/plain"}),
+        "a batch": dict(json=[rpc("tools/list"), rpc("resources/list", id=2)], headers=good),
     }
     answers = {name: httpx.post(url, timeout=30, **case) for name, case in cases.items()}
     answers["GET"] = httpx.get(url, headers=good, timeout=30)
