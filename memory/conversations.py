@@ -227,20 +227,17 @@ def _write_through(agent_id: str, key: ConversationKey, message: Message, new_ge
 def _load_window(agent_id: str, key: ConversationKey) -> tuple[Message, ...]:
     """The whole current window: pinned system messages, the latest checkpoint summary, then every
     message after the window start (the newest `max_conversation_history` of them when that is set)."""
-    conversation = (Conversation.objects.filter(agent_id=agent_id, key=str(key))
-                    .only("window_start_id", "checkpoint_message_id", "pinned_message_ids").first())
-    if conversation is None:
+    loaded = queries.window_load(agent_id, key)
+    if loaded is None:
         return ()
-    pinned_ids = sorted(conversation.pinned_message_ids or [])
-    head_ids = [*pinned_ids, *([conversation.checkpoint_message_id] if conversation.checkpoint_message_id else [])]
-    start = conversation.window_start_id
-    found = queries.window_messages(agent_id, key, start, head_ids)
+    window, found = loaded
+    pinned_ids, start = sorted(window.pinned_ids), window.start_id
     head = {m.id: m for m in found}
     rows = sorted((m for m in found if m.id >= start and m.kind != "checkpoint"), key=lambda m: (m.created_at, m.id))
     bound = conf.memory.max_conversation_history
     if bound is not None:
         rows = rows[-bound:]
-    checkpoint = head.get(conversation.checkpoint_message_id)
+    checkpoint = head.get(window.checkpoint_id)
     return tuple(head[i] for i in pinned_ids if i in head) + ((checkpoint,) if checkpoint else ()) + tuple(rows)
 
 
