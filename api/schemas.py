@@ -39,6 +39,10 @@ Trust = Annotated[Literal["operator", "guest"], Field(
     description="who is speaking: `guest` (the default: anyone but the owner) or `operator` (the owner). A channel "
                 "key may send `operator` only if it was created with `apikey_create --may-assert-operator` "
                 "(else 403 `trust_not_allowed`); with guest trust the memory tools touch only this conversation")]
+ChatType = Annotated[Literal["direct", "group", "channel"], Field(
+    description="who is in the chat: `direct` (the owner alone with the assistant), `group` or `channel`. "
+                "Remembered as the conversation's; outside a direct chat (and whenever a guest speaks) the "
+                "prompt leaves USER.md out unless `[fermix_core.memory] user_md_in_groups` allows it")]
 Text = Annotated[str, Field(max_length=512 * 1024)]
 MAX_INT = 2**31 - 1  # every integer column is at least this wide on SQLite and PostgreSQL
 
@@ -97,6 +101,7 @@ class MessageIn(Schema):
     trust: Trust = "guest"
     kind: Literal["chat", "voice_turn", "notice", "tool"] = "chat"
     metadata: dict[str, Any] = Field(default_factory=dict)
+    chat_type: ChatType | None = None
     created_at: IsoTime | None = Field(
         None, description="backfill: when it was said (ISO 8601 with its offset; operator keys only; not before the "
                           "conversation's newest message, at most 5 minutes in the future); default now")
@@ -128,6 +133,7 @@ class WindowOut(Schema):
 class CommitIn(Schema):
     owner_id: Ident | None = None
     trust: Trust = "guest"
+    chat_type: ChatType | None = None
     peak_prompt_tokens: json_int(0, 1_000_000_000) | None = Field(...,
                                            description="the turn's largest provider-reported prompt tokens; "
                                                        "null when the provider gave none")
@@ -174,6 +180,7 @@ class TurnIn(Schema):
     sender: str = Field("", max_length=256)
     owner_id: Ident | None = None
     trust: Trust = "guest"
+    chat_type: ChatType | None = None
     context_window: Tokens | None = None
 
 
@@ -208,7 +215,8 @@ class PromptOut(Schema):
     system_messages: list[ChatMessage]
     history: list[ChatMessage]
     prompt_hash: str
-    parts: list[str]
+    parts: list[str] = Field(description="what the system messages hold, in order; `USER.md left out: <why>` "
+                                         "(group chat, channel, guest speaker) when the owner's profile was left out")
     usage: dict[str, dict[str, int]]
 
 

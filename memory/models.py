@@ -19,6 +19,14 @@ class Trust(models.TextChoices):
     GUEST = "guest"
 
 
+class ChatType(models.TextChoices):
+    """Who is in the chat: the owner alone with the assistant, or other people too."""
+
+    DIRECT = "direct"
+    GROUP = "group"
+    CHANNEL = "channel"
+
+
 class Category(models.TextChoices):
     IDENTITY = "identity"
     PREFERENCE = "preference"
@@ -55,6 +63,8 @@ class Conversation(models.Model):
     chat_id = models.CharField(max_length=256)
     thread_scope = models.CharField(max_length=256, default="root")
     owner_id = models.CharField(max_length=64, default="default")
+    # As the latest message, commit or turn that said it; decides whether USER.md is shown (memory.prompt).
+    chat_type = models.CharField(max_length=16, choices=ChatType.choices, default=ChatType.DIRECT)
     # Messages with a smaller id have left the window (compacted or cleared) but are never deleted.
     window_start_id = models.BigIntegerField(default=0)
     checkpoint_message = models.ForeignKey(
