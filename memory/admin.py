@@ -12,13 +12,14 @@ from collections import defaultdict
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.db.models import QuerySet
+from django.db.models import Case, QuerySet, Value, When
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from fermix_site.admin_html import marked_html
 from fermix_site.admin_kit import (
     BigTableAdmin,
     ReadOnlyAdmin,
@@ -29,6 +30,7 @@ from fermix_site.admin_kit import (
     short,
 )
 from fermix_site.conf import conf
+from memory import search
 from memory.compactor import context_window_for
 from memory.conversations import KINDS
 from memory.models import (
@@ -48,7 +50,7 @@ from memory.models import (
 from memory.prompt_files import placement, prompt_files_rebuild_after_commit
 from memory.reviewer import UndoError, review_undo
 from memory.rows import MemoryRowError, memory_archive, memory_history, memory_restore
-from memory.search import MAX_LIMIT, search_memories, search_messages
+from memory.search import MAX_LIMIT, rank, recall
 from providers.models import ModelCall
 from resources.models import Resource
 
@@ -166,6 +168,52 @@ def _search_filters(request, names) -> dict:
     return {name: request.GET[name] for name in names if request.GET.get(name)}
 
 
+class RecallSearch(admin.ModelAdmin):
+    """The changelist's search box runs recall as `memory_recall` does (hybrid when an embedding model is
+    configured and an agent is chosen, else lexical), within the changelist's filters: best first, and a
+    "match" column with the signals (why, ranks) of each result, a reply marked as context, and the
+    snippet with the matched words highlighted."""
+
+    search_filters: tuple[str, ...] = ()
+    corpus: search.Corpus
+
+    def get_search_results(self, request, queryset, search_term):
+        request.recalled = {}
+        if not search_term.strip():
+            return queryset, False
+        filters = _search_filters(request, self.search_filters)
+        mode = recall.default_mode() if "agent_id" in filters else "lexical"
+        answer = recall.recall(self.corpus, query=search_term, filters=filters, limit=MAX_LIMIT, mode=mode)
+        request.recalled = {row.pk: row for row in answer.rows}
+        order = Case(*(When(pk=pk, then=Value(n)) for n, pk in enumerate(request.recalled)), default=Value(MAX_LIMIT))
+        # In recall's order, best first (the changelist orders before it searches).
+        return queryset.filter(pk__in=list(request.recalled)).annotate(recall_rank=order).order_by("recall_rank"), False
+
+
+    def get_list_display(self, request):
+        shown = super().get_list_display(request)
+        if not request.GET.get("q", "").strip():
+            return shown
+        @admin.display(description="match")
+        def match(obj):  # the changelist's search runs after this list is made: read its answer late
+            row = getattr(request, "recalled", {}).get(obj.pk)
+            return match_html(row) if row is not None else "—"
+
+        return (*shown, match)
+
+
+def match_html(row) -> str:
+    """Why a recalled row is there: context or the signals' why and ranks, then its snippet."""
+    signals = row.signals
+    named = (("words", "lexical_rank"), ("meaning", "semantic_rank"))
+    ranks = ", ".join(f"{name} {signals[key]}" for name, key in named if signals.get(key) is not None)
+    label = format_html('<strong class="fx-context">context: reply</strong> · {}', signals["why"]) if (
+        row.context == "reply") else format_html("{}", signals["why"] or "—")
+    return format_html('{}{}<br><span class="fx-snippet">{}</span>', label,
+                       format_html(" <small>({})</small>", ranks) if ranks else "",
+                       marked_html(row.snippet, rank.MARK_START, rank.MARK_END))
+
+
 # --- messages ---------------------------------------------------------------------------------------
 
 
@@ -177,7 +225,7 @@ def conversation_messages_url(channel: str, chat_id: str, thread_scope: str, age
 
 
 @admin.register(Message)
-class MessageAdmin(BigTableAdmin, ReadOnlyAdmin):
+class MessageAdmin(RecallSearch, BigTableAdmin, ReadOnlyAdmin):
     list_display = ("id", "created_at", "conversation", "role", "kind", "sender", "trust", "excerpt")
     list_display_links = ("id", "excerpt")
     list_filter = (ConversationAgentFilter, ChannelFilter, KindFilter, RoleFilter, GuestFilter)
@@ -209,13 +257,8 @@ class MessageAdmin(BigTableAdmin, ReadOnlyAdmin):
         rows = Memory.objects.filter(agent_id=obj.agent_id, source_message_id=obj.id).order_by("-id")[:50]
         return format_html_join(", ", '<a href="{}">#{} {}</a>', ((admin_url(m), m.id, m.key) for m in rows)) or "—"
 
-    def get_search_results(self, request, queryset, search_term):
-        if not search_term.strip():
-            return queryset, False
-        filters = _search_filters(request, ("agent_id", "channel", "chat_id", "thread_scope", "kind", "role",
-                                            "trust", "owner_id"))
-        hits = search_messages(query=search_term, filters=filters, limit=MAX_LIMIT)
-        return queryset.filter(pk__in=[m.pk for m in hits]), False
+    search_filters = ("agent_id", "channel", "chat_id", "thread_scope", "kind", "role", "trust", "owner_id")
+    corpus = search.MESSAGES
 
 
 # --- memory rows ------------------------------------------------------------------------------------
@@ -243,7 +286,7 @@ def actor_html(event: MemoryEvent) -> str:
 
 
 @admin.register(Memory)
-class MemoryAdmin(BigTableAdmin):
+class MemoryAdmin(RecallSearch, BigTableAdmin):
     list_display = ("id", "key", "value_excerpt", "category", "scope_type", "owner_id", "state", "rendered",
                     "updated_at")
     list_display_links = ("id", "key")
@@ -270,12 +313,8 @@ class MemoryAdmin(BigTableAdmin):
     def has_archive_permission(self, request):
         return request.user.has_perm("memory.change_memory")
 
-    def get_search_results(self, request, queryset, search_term):
-        if not search_term.strip():
-            return queryset, False
-        filters = _search_filters(request, ("agent_id", "owner_id", "category", "scope_type"))
-        hits = search_memories(query=search_term, filters=filters, limit=MAX_LIMIT)
-        return queryset.filter(pk__in=[m.pk for m in hits]), False
+    search_filters = ("agent_id", "owner_id", "category", "scope_type")
+    corpus = search.MEMORIES
 
     @admin.display(description="value")
     def value_excerpt(self, obj):
