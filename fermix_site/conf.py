@@ -106,7 +106,7 @@ class EmbeddingsConf:
     base_url: str | None = None  # openai only
     api_key_env: str | None = None  # openai only
     dimensions: int | None = None  # openai only: asked of the server and checked in its answers
-    batch: int = 32  # texts per model run (local) or per request (openai)
+    batch: int | None = None  # texts per model run (local, default 8) or per request (openai, default 32)
     threads: int = 1  # local only: onnxruntime intra-op threads
     timeout_ms: int = 10_000  # openai only: one request
 
