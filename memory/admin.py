@@ -550,7 +550,8 @@ class ConversationAdmin(BigTableAdmin, ReadOnlyAdmin):
 
 class ReviewOperationInline(admin.TabularInline):
     model = ReviewOperation
-    fields = ("index", "op", "status", "action", "memory_link", "before", "after", "reason")
+    fields = ("index", "op", "status", "code", "action", "memory_link", "before", "after", "messages", "reason",
+              "notes_text")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -566,6 +567,14 @@ class ReviewOperationInline(admin.TabularInline):
         if not obj.memory_id:
             return "—"
         return link(reverse("admin:memory_memory_change", args=[obj.memory_id]), f"#{obj.memory_id}")
+
+    @admin.display(description="messages")
+    def messages(self, obj):
+        return ", ".join(f"#{i}" for i in obj.message_ids) or "—"
+
+    @admin.display(description="notes")
+    def notes_text(self, obj):
+        return "; ".join(f"{n.get('code')}: {n.get('detail')}" for n in obj.notes if isinstance(n, dict)) or "—"
 
     @admin.display(description="before")
     def before(self, obj):
