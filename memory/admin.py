@@ -46,6 +46,7 @@ from memory.models import (
     Trust,
 )
 from memory.prompt_files import placement, prompt_files_rebuild_after_commit
+from memory.provenance import batch_range
 from memory.reviewer import UndoError, review_undo
 from memory.rows import MemoryRowError, memory_archive, memory_history, memory_restore
 from memory.search import MAX_LIMIT, search_memories, search_messages
@@ -323,6 +324,11 @@ class MemoryAdmin(BigTableAdmin):
         if obj.source_message_id:
             url = reverse("admin:memory_message_change", args=[obj.source_message_id])
             parts.append(format_html("from {}", link(url, f"message #{obj.source_message_id}")))
+        elif batch_range(obj.run):  # the review did not say which of its messages: all of them
+            first, last = batch_range(obj.run)
+            parts.append(format_html("from messages {}–{}",
+                                     link(reverse("admin:memory_message_change", args=[first]), f"#{first}"),
+                                     link(reverse("admin:memory_message_change", args=[last]), f"#{last}")))
         return format_html_join(mark_safe("<br>"), "{}", ((p,) for p in parts)) or "—"
 
     @admin.display(description="history (every change to this row)")

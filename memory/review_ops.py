@@ -179,11 +179,14 @@ class Skip(MemoryRowError):
 
 
 def _cited(op: Op, batch: Batch) -> list[int]:
-    """The batch's messages the operation names; any other id is ignored with a note."""
+    """The batch's messages the operation names; any other id is ignored with a note. A batch of one
+    message is where every operation came from, named or not."""
     ids = [i for i in op.message_ids if isinstance(i, int) and i in batch.message_ids]
     foreign = [i for i in op.message_ids if i not in ids]
     if foreign:
         op.note(FOREIGN_MESSAGE_ID, f"ignored message ids {foreign[:10]!r}: not among this review's messages")
+    if not ids and len(batch.message_ids) == 1:
+        ids = list(batch.message_ids)
     return sorted(set(ids))
 
 
