@@ -289,6 +289,7 @@ def read_op(raw, known_keys: dict[str, str]) -> Op:
     value = _first(fields, VALUE_FIELDS)
     if value is not None and not isinstance(value, str):
         raise MemoryRowError(MALFORMED, "the operation needs value as text")
+    value = value.strip() if value is not None else None
     found = Op(op=op.op, value=value, notes=op.notes, reason=str(fields.get("reason") or fields.get("why") or ""),
                message_ids=message_ids_of(_first(fields, MESSAGE_FIELDS)) if _first(fields, MESSAGE_FIELDS)
                is not None else [])
