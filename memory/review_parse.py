@@ -43,6 +43,7 @@ CATEGORY_NAMES = {
     "rule": "directive", "contexts": "context",
 }
 MAX_TRIES = 200  # JSON starts tried in one answer; a real answer has its JSON in the first few
+MAX_ANSWER_CHARS = 40_000  # ten times what the reviewer's output token cap lets a model write
 
 # Code names of what `read_op` refuses (recorded per operation, counted per run and per day).
 MALFORMED, UNKNOWN_OP, INVALID_CATEGORY, MISSING_CATEGORY = "malformed", "unknown_op", "invalid_category", \
@@ -69,7 +70,7 @@ def parse_output(text: str) -> list | None:
 
     Raises UnparseableOutput when the answer holds neither.
     """
-    stripped = (text or "").strip()
+    stripped = (text or "").strip()[:MAX_ANSWER_CHARS]
     candidates = [m.group(1) for m in FENCE.finditer(stripped)] + [stripped]
     for candidate in candidates:
         found = _first_operations(candidate)
@@ -132,39 +133,19 @@ def _balanced(text: str, start: int) -> str | None:
     return None
 
 
+STRING = r"\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'"
+COMMENT_OR_STRING = re.compile(rf"({STRING})|//[^\n]*|/\*.*?\*/|#[^\n]*", re.DOTALL)
+
+
 def _cleaned(segment: str) -> str:
-    """`//` and `/* */` comments and trailing commas removed, outside strings."""
-    out, quote, escaped, index = [], "", False, 0
-    while index < len(segment):
-        ch = segment[index]
-        if quote:
-            out.append(ch)
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-            out.append(ch)
-        elif segment.startswith("//", index) or ch == "#":
-            index = segment.find("\n", index)
-            index = len(segment) if index < 0 else index
-            continue
-        elif segment.startswith("/*", index):
-            end = segment.find("*/", index + 2)
-            index = len(segment) if end < 0 else end + 2
-            continue
-        else:
-            out.append(ch)
-        index += 1
-    return re.sub(r",(\s*[\]}])", r"\1", "".join(out))
+    """`//`, `/* */` and `#` comments and trailing commas removed, outside strings."""
+    uncommented = COMMENT_OR_STRING.sub(lambda m: m.group(1) or "", segment)
+    return re.sub(r",(\s*[\]}])", r"\1", uncommented)
 
 
 def _python_literals(text: str) -> str:
     """JSON's true/false/null as Python's, outside strings, for `ast.literal_eval`."""
-    parts = re.split(r"(\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*')", text)
+    parts = re.split(f"({STRING})", text)
     return "".join(part if i % 2 else re.sub(r"\b(true|false|null)\b", lambda m: JSON_WORDS[m.group(1)], part)
                    for i, part in enumerate(parts))
 

@@ -50,3 +50,8 @@ def test_a_derived_key_is_stable_and_ignores_filler():
     assert key.startswith("works_as_a_marine_biologist_")
     assert derived_key("identity", "works as a marine biologist.")[-8:] == key[-8:]
     assert derived_key("interest", "works as a marine biologist") != key
+
+
+def test_a_huge_answer_of_unclosed_brackets_is_refused():
+    with pytest.raises(UnparseableOutput):
+        parse_output("[{" * 200_000)
