@@ -113,9 +113,10 @@ _ANSWER = re.compile(r"^(here (is|are|'s)|here's|sure\b|certainly\b|of course\b|
 _SELF_INSTRUCTION = re.compile(r"^(you|you're|you are|your)\b|\b(remember|note|keep in mind|don't forget|do not "
                                r"forget|make sure) (that |to )?you\b|^(remember|note|don't forget|do not forget) "
                                r"(that|to)\b", re.IGNORECASE)
-_IMPERATIVE = re.compile(r"^(please|always|never|don't|do not|stop|avoid|answer|reply|respond|use|call me|be|keep|"
-                         r"write|speak|ask|tell|remind|make|give|show|send|let me|include|mention|refer to|address "
-                         r"me)\b(?!\s+\w*[^s\W]s\b)", re.IGNORECASE)
+# "always answer …" instructs; "always drinks tea …" (a verb ending in s) states a habit.
+_IMPERATIVE = re.compile(r"^(always|never)\b(?!\s+\w*[^s\W]s\b)|^(please|don't|do not|stop|avoid|answer|reply|respond|"
+                         r"use|call me|be|keep|write|speak|ask|tell|remind|make|give|show|send|let me|include|mention|"
+                         r"refer to|address me)\b", re.IGNORECASE)
 _VAGUE = frozenset("stuff things thing something anything everything it that this them stuffs whatever ok okay yes no "
                    "good nice cool fine great bad misc various etc lots much many some".split())
 _LINKING = frozenset("is are am was be likes like loves love has have does do enjoys wants the a an user they he "

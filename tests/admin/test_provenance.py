@@ -108,3 +108,6 @@ def test_a_line_links_the_message_the_model_cited(console, home, fake_provider):
     uncited = re.search(r"<tr>.*?- enjoys sunny weather.*?</tr>", html, re.S).group(0)
     assert f"from messages <a href=\"/admin/memory/message/{said[0].id}/change/\">#{said[0].id}</a>" in uncited
     assert f"#{said[-1].id}</a>" in uncited
+    row = Memory.objects.get(key="weather")
+    page = console.get(reverse("admin:memory_memory_change", args=[row.id])).content.decode()
+    assert f"from messages <a href=\"/admin/memory/message/{said[0].id}/change/\">#{said[0].id}</a>" in page
