@@ -25,6 +25,7 @@ import numpy as np
 
 SIMILAR = 0.82  # cosine, for the default local model (all-MiniLM-L6-v2)
 MIN_SHARED = 0.4  # Jaccard of the content words the meaning signal needs as well
+MAX_EMBEDDED_ROWS = 20  # rows embedded per review for the meaning signal: those sharing the most words
 
 FILLER = frozenset("""
 a an the user user's users they he she i my their his her is are am was be been being has have had having
@@ -86,6 +87,11 @@ class Match:
     adds_detail: bool
 
 
+def shared(a: frozenset, b: frozenset) -> float:
+    """The share of their content words two values have in common (Jaccard)."""
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
 def _negated(a: frozenset, b: frozenset) -> bool:
     return bool((a & NEGATIONS) ^ (b & NEGATIONS))
 
@@ -100,8 +106,7 @@ def compare(row_words: frozenset, new_words: frozenset, cosine: float | None) ->
         return "the row says this and more", False
     if row_words <= new_words:
         return "same words, one more detail", True
-    shared = len(row_words & new_words) / len(row_words | new_words)
-    if cosine is not None and cosine >= SIMILAR and shared >= MIN_SHARED:
+    if cosine is not None and cosine >= SIMILAR and shared(row_words, new_words) >= MIN_SHARED:
         return f"similar meaning ({cosine:.2f})", False
     return None
 
@@ -121,6 +126,29 @@ def find_duplicate(value: str, rows: list[tuple[int, str]], vectors: dict | None
         if found:
             return Match(memory_id, *found)
     return None
+
+
+def meaning_candidates(new_values: list[str], row_values: list[str], limit: int = MAX_EMBEDDED_ROWS) -> list[str]:
+    """The row values the meaning signal could match with one of `new_values`: those sharing enough words
+    with one, the most shared first, at most `limit`. Only these (and the new values) need a vector."""
+    new_words = [words(v) for v in new_values]
+    scored = []
+    for order, value in enumerate(row_values):
+        row_words = words(value)
+        best = max((shared(row_words, w) for w in new_words), default=0.0)
+        if best >= MIN_SHARED:
+            scored.append((-best, order, value))
+    return [value for _, _, value in sorted(scored)[:limit]]
+
+
+def texts_to_embed(new_values: list[str], row_values: list[str]) -> list[str]:
+    """What the meaning signal needs vectors of: the new values and the rows near enough to one of them
+    (`meaning_candidates`); nothing when no row, nor another new value, is (the local model takes about
+    5 ms a value on one core, so a review embeds a handful at most)."""
+    near = meaning_candidates(new_values, row_values)
+    near_each_other = any(meaning_candidates([v], new_values[:i] + new_values[i + 1:])
+                          for i, v in enumerate(new_values))
+    return new_values + near if near or near_each_other else []
 
 
 def vectors_for(texts, embedder) -> dict:

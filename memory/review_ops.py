@@ -141,9 +141,8 @@ class Batch:
 
 
 def prepare(operations: list | None, *, writer: Writer, message_ids, rows: list[dict]) -> Batch:
-    """The batch's ids, the shown rows' keys, and (with an embedding model) the vectors of every add's
-    value and of the live rows of its category it could duplicate: computed here, with no transaction
-    open (the local model takes about 5 ms a value on one core)."""
+    """The batch's ids, the shown rows' keys, and (with an embedding model) the vectors the duplicate check
+    compares (`duplicates.texts_to_embed`): computed here, with no transaction open."""
     batch = Batch(frozenset(message_ids), {r["key"]: r["category"] for r in rows})
     adds = [op for op in (_readable(raw, batch.known_keys) for raw in operations or []) if op and op.op == "add"]
     if not adds:
@@ -155,7 +154,8 @@ def prepare(operations: list | None, *, writer: Writer, message_ids, rows: list[
                                           category__in={op.category for op in adds},
                                           scope_type__in=(ScopeType.OWNER, ScopeType.AGENT))
                     .order_by("-updated_at", "-id").values_list("value", flat=True)[:MAX_DUPLICATE_CANDIDATES])
-            batch.vectors = duplicates.vectors_for([op.value for op in adds] + list(live), model)
+            texts = duplicates.texts_to_embed([op.value for op in adds], list(live))
+            batch.vectors = duplicates.vectors_for(texts, model)
     except embeddings.EmbeddingError as exc:  # the words still catch most duplicates
         logger.warning("review: no vectors for the duplicate check (%s); comparing words only", exc)
     return batch

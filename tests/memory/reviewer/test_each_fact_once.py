@@ -127,3 +127,11 @@ def test_without_an_embedding_model_the_words_decide(model):
         result = review()
     assert (result["ops_added"], result["ops_skipped"]) == (1, 1)
     assert ReviewOperation.objects.get(status="skipped").code == "duplicate"
+
+
+def test_only_rows_that_share_words_with_an_add_are_embedded():
+    rows = ["lives in Lisbon", "has a dog named Rex"] + [f"loves jazz record {n}" for n in range(30)]
+    assert duplicates.texts_to_embed(["is a marine biologist"], rows) == []
+    texts = duplicates.texts_to_embed(["loves jazz music"], rows)
+    assert texts[0] == "loves jazz music" and len(texts) == 1 + duplicates.MAX_EMBEDDED_ROWS
+    assert duplicates.texts_to_embed(["loves jazz", "loves jazz music"], []) == ["loves jazz", "loves jazz music"]
