@@ -35,9 +35,10 @@ def _answer(delay: float):
     from tests.fakeprovider import Reply
 
     def answer(request) -> Reply:
-        key = f"bench_{uuid.uuid4().hex[:8]}"
+        # A fact that shares no more than its verb with the others: none is a duplicate of another.
+        tag = uuid.uuid4().hex[:8]
         return Reply(text=json.dumps({"operations": [
-            {"op": "add", "category": "interest", "key": key, "value": f"enjoys benchmark {key}"}]}), delay=delay)
+            {"op": "add", "category": "interest", "key": f"bench_{tag}", "value": f"enjoys {tag}"}]}), delay=delay)
 
     return answer
 

@@ -48,6 +48,7 @@ from memory.models import (
     Trust,
 )
 from memory.prompt_files import placement, prompt_files_rebuild_after_commit
+from memory.provenance import batch_range
 from memory.reviewer import UndoError, review_undo
 from memory.rows import MemoryRowError, memory_archive, memory_history, memory_restore
 from memory.search import MAX_LIMIT, rank, recall
@@ -362,6 +363,11 @@ class MemoryAdmin(RecallSearch, BigTableAdmin):
         if obj.source_message_id:
             url = reverse("admin:memory_message_change", args=[obj.source_message_id])
             parts.append(format_html("from {}", link(url, f"message #{obj.source_message_id}")))
+        elif batch_range(obj.run):  # the review did not say which of its messages: all of them
+            first, last = batch_range(obj.run)
+            parts.append(format_html("from messages {}–{}",
+                                     link(reverse("admin:memory_message_change", args=[first]), f"#{first}"),
+                                     link(reverse("admin:memory_message_change", args=[last]), f"#{last}")))
         return format_html_join(mark_safe("<br>"), "{}", ((p,) for p in parts)) or "—"
 
     @admin.display(description="history (every change to this row)")
@@ -589,7 +595,8 @@ class ConversationAdmin(BigTableAdmin, ReadOnlyAdmin):
 
 class ReviewOperationInline(admin.TabularInline):
     model = ReviewOperation
-    fields = ("index", "op", "status", "action", "memory_link", "before", "after", "reason")
+    fields = ("index", "op", "status", "code", "action", "memory_link", "before", "after", "messages", "reason",
+              "notes_text")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -605,6 +612,14 @@ class ReviewOperationInline(admin.TabularInline):
         if not obj.memory_id:
             return "—"
         return link(reverse("admin:memory_memory_change", args=[obj.memory_id]), f"#{obj.memory_id}")
+
+    @admin.display(description="messages")
+    def messages(self, obj):
+        return ", ".join(f"#{i}" for i in obj.message_ids) or "—"
+
+    @admin.display(description="notes")
+    def notes_text(self, obj):
+        return "; ".join(f"{n.get('code')}: {n.get('detail')}" for n in obj.notes if isinstance(n, dict)) or "—"
 
     @admin.display(description="before")
     def before(self, obj):

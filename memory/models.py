@@ -225,6 +225,8 @@ class MemoryEvent(models.Model):
     run = models.ForeignKey("ReviewRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="events",
                             help_text="the review run that made the change")
     reason = models.TextField(blank=True, default="")
+    message_ids = models.JSONField(default=list, blank=True,
+                                   help_text="the messages the change came from, when its writer named them")
     created_at = models.DateTimeField()
 
     class Meta:
@@ -310,7 +312,10 @@ class ReviewOperation(models.Model):
     index = models.IntegerField()
     op = models.CharField(max_length=16)
     status = models.CharField(max_length=16)  # applied, skipped
+    code = models.CharField(max_length=40, blank=True, default="")  # why it was skipped: `unchanged`, `question`, …
     reason = models.TextField(blank=True, default="")
+    notes = models.JSONField(default=list, blank=True)  # [{code, detail}]: repairs and ignored ids of an operation
+    message_ids = models.JSONField(default=list, blank=True)  # the batch's messages the operation came from
     memory = models.ForeignKey(Memory, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     action = models.CharField(max_length=16, blank=True, default="")  # the row change: add, replace, resave, …
     proposed = models.JSONField(default=dict)

@@ -70,7 +70,7 @@ def _validate_row(*, agent_id, owner_id, scope_type, scope_id, key, category, co
 
 
 def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: str, actor_id: str, reason: str,
-           run_id: int | None = None):
+           run_id: int | None = None, message_ids: list[int] | None = None):
     if action != MemoryEvent.Action.ADD:  # a changed, archived or restored row is embedded again, if live
         forget_memory_vectors([memory.id], memory.agent_id)
     if memory.archived_at is None:
@@ -86,8 +86,15 @@ def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: st
         actor_id=str(actor_id)[:200],
         run_id=run_id,
         reason=reason or "",
+        message_ids=list(message_ids or []),
         created_at=timezone.now(),
     )
+
+
+def same_content(memory: Memory, value: str, category: str | None) -> bool:
+    """Would writing `value` (and `category`, None: kept) to this live row change nothing?"""
+    return (not memory.is_archived and memory.value == value.strip()
+            and (category is None or category == memory.category))
 
 
 def _snapshot(memory: Memory) -> Memory:
@@ -111,6 +118,7 @@ def memory_upsert(
     session_id: str = "",
     run_id: int | None = None,
     source_message_id: int | None = None,
+    message_ids: list[int] | None = None,
 ) -> tuple[Memory, str]:
     """Write a row by its unique key. Returns (row, action) with action add, replace, resave or unchanged.
 
@@ -142,7 +150,7 @@ def memory_upsert(
             )
             action, before = MemoryEvent.Action.ADD, None
         else:
-            if not existing.is_archived and existing.value == value and existing.category == category:
+            if same_content(existing, value, category):
                 return existing, "unchanged"
             before = _snapshot(existing)
             action = MemoryEvent.Action.RESAVE if existing.is_archived else MemoryEvent.Action.REPLACE
@@ -154,7 +162,8 @@ def memory_upsert(
                 setattr(existing, name, field_value)
             existing.save()
             memory = existing
-        _event(memory, action, before=before, actor_type=actor_type, actor_id=actor_id, reason=reason, run_id=run_id)
+        _event(memory, action, before=before, actor_type=actor_type, actor_id=actor_id, reason=reason, run_id=run_id,
+               message_ids=message_ids)
         generations.bump(memories_generation(agent_id))
     return memory, str(action)
 
@@ -184,8 +193,14 @@ def memory_replace(
     actor_id: str = "",
     reason: str = "",
     run_id: int | None = None,
+    source_message_id: int | None = None,
+    message_ids: list[int] | None = None,
 ) -> Memory:
-    """Correct an existing, non-archived row in place (the reviewer's `replace`, the tools' id+value)."""
+    """Correct an existing, non-archived row in place (the reviewer's `replace`, the tools' id+value).
+
+    A correction that changes nothing (the same value and category) writes nothing: no event, no
+    generation step, so no prompt-file revision either.
+    """
     value = validate_value(value)
     if category is not None and category not in Category.values:
         raise MemoryRowError("invalid_category", f"category must be one of {', '.join(Category.values)}")
@@ -193,6 +208,8 @@ def memory_replace(
         memory = _locked(memory_id)
         if memory.is_archived:
             raise MemoryRowError("archived", f"memory row {memory_id} is archived; restore it first")
+        if same_content(memory, value, category):
+            return memory
         before = _snapshot(memory)
         memory.value = value
         if category is not None:
@@ -200,16 +217,18 @@ def memory_replace(
         memory.updated_at = timezone.now()
         if run_id:
             memory.run_id = run_id
+        if source_message_id:
+            memory.source_message_id = source_message_id
         memory.save()
         _event(memory, MemoryEvent.Action.REPLACE, before=before, actor_type=actor_type, actor_id=actor_id,
-               reason=reason, run_id=run_id)
+               reason=reason, run_id=run_id, message_ids=message_ids)
         generations.bump(memories_generation(memory.agent_id))
     return memory
 
 
 def memory_archive(
     *, memory_id: int, archived_by: str, reason: str = "", actor_type: str = "operator", actor_id: str = "",
-    run_id: int | None = None,
+    run_id: int | None = None, message_ids: list[int] | None = None,
 ) -> Memory:
     """Archive a row (kept, restorable); archiving an archived row is refused as `already_archived`."""
     with transaction.atomic():
@@ -221,7 +240,7 @@ def memory_archive(
         memory.archived_by, memory.archive_reason = archived_by[:200], reason or ""
         memory.save(update_fields=["archived_at", "archived_by", "archive_reason", "updated_at"])
         _event(memory, MemoryEvent.Action.ARCHIVE, before=before, actor_type=actor_type,
-               actor_id=actor_id or archived_by, reason=reason, run_id=run_id)
+               actor_id=actor_id or archived_by, reason=reason, run_id=run_id, message_ids=message_ids)
         generations.bump(memories_generation(memory.agent_id))
     return memory
 
