@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0010_embeddings'),
+        ('memory', '0011_review_quality'),
     ]
 
     operations = [
