@@ -251,6 +251,12 @@ class MemoryOut(Schema):
     archived_at: datetime | None
     archive_reason: str
     source_type: str
+    state: Literal["live", "archived", "pending"] = Field(
+        description="`pending`: a change waits for the owner's approval (see `approval`)")
+    approval: dict[str, Any] | None = Field(
+        description="a directive change the reviewer proposed with directive_approval on: `state` (pending, "
+                    "approved, rejected), `op` (add, replace, archive), the proposed `value` and `category`, "
+                    "and who decided (`by`) and when (`at`)")
     created_at: datetime
     updated_at: datetime
 
@@ -261,6 +267,10 @@ class MemoryListOut(Schema):
 
 class ArchiveIn(Schema):
     reason: str = Field("", max_length=2000)
+
+
+class DecisionIn(Schema):
+    reason: str = Field("", max_length=2000, description="kept in the row's history")
 
 
 class MemoryChangeOut(Schema):

@@ -52,6 +52,7 @@ class MemoryConf:
     # USER.md in group and channel chats and for guest speakers: true/false, or per agent
     # (`{ main = false, family = true }`, unnamed agents false).
     user_md_in_groups: bool | dict = False
+    directive_approval: bool = False  # the reviewer's directive changes wait for the owner (memory.rows)
 
     def user_md_shown_to_others(self, agent_id: str) -> bool:
         if isinstance(self.user_md_in_groups, dict):
@@ -237,6 +238,7 @@ MEMORY_KEYS = {
     "max_conversation_history": _history,
     "persist_transcripts": _bool,
     "user_md_in_groups": _bool_or_per_agent,
+    "directive_approval": _bool,
 }
 COMPACTION_KEYS = {
     "enabled": _bool,

@@ -34,6 +34,7 @@ from memory import search
 from memory.compactor import context_window_for
 from memory.conversations import KINDS
 from memory.models import (
+    APPROVAL_PENDING,
     Category,
     Conversation,
     Memory,
@@ -50,7 +51,7 @@ from memory.models import (
 from memory.prompt_files import placement, prompt_files_rebuild_after_commit
 from memory.provenance import batch_range
 from memory.reviewer import UndoError, review_undo
-from memory.rows import MemoryRowError, memory_archive, memory_history, memory_restore
+from memory.rows import MemoryRowError, memory_archive, memory_decide, memory_history, memory_restore
 from memory.search import MAX_LIMIT, rank, recall
 from providers.models import ModelCall
 from resources.models import Resource
@@ -156,11 +157,13 @@ class ArchivedFilter(admin.SimpleListFilter):
     title, parameter_name = "archived", "archived"
 
     def lookups(self, request, model_admin):
-        return [("no", "live"), ("yes", "archived")]
+        return [("no", "live"), ("yes", "archived"), ("pending", "waiting for approval")]
 
     def queryset(self, request, queryset):
         if self.value() in ("yes", "no"):
             return queryset.filter(archived_at__isnull=self.value() == "no")
+        if self.value() == "pending":
+            return queryset.filter(approval__state=APPROVAL_PENDING)
         return queryset
 
 
@@ -294,7 +297,7 @@ class MemoryAdmin(RecallSearch, BigTableAdmin):
     list_filter = (MemoryAgentFilter, OwnerFilter, CategoryFilter, ScopeTypeFilter, ArchivedFilter)
     search_fields = ("value",)
     search_help_text = f"Full-text search over keys and values: best {MAX_LIMIT} matches within the filters."
-    actions = ("archive_selected", "restore_selected")
+    actions = ("archive_selected", "restore_selected", "approve_selected", "reject_selected")
     raw_id_fields = ("source",)
     fields = ("id", "agent_id", "owner_id", "scope_type", "scope_id", "category", "key", "value_block",
               "confidence", "promote_target", "state", "rendered_detail", "provenance", "history", "created_at",
@@ -327,6 +330,11 @@ class MemoryAdmin(RecallSearch, BigTableAdmin):
 
     @admin.display(description="state")
     def state(self, obj):
+        pending = obj.pending
+        if pending is not None:
+            proposed = {"add": "add it", "archive": "archive it"}.get(pending["op"]) or format_html(
+                "change it to “{}” ({})", pending.get("value", ""), pending.get("category", ""))
+            return format_html('<strong class="fx-pending">waiting for approval</strong>: {}', proposed)
         if obj.archived_at is None:
             return "live"
         return format_html("archived {} by {}: {}", obj.archived_at.strftime("%Y-%m-%d %H:%M"), obj.archived_by,
@@ -453,6 +461,28 @@ class MemoryAdmin(RecallSearch, BigTableAdmin):
         done = self._restore(request, rows)
         self.message_user(request, f"Restored {done} memory row(s); USER.md and MEMORY.md rebuilt.",
                           messages.SUCCESS)
+
+    @admin.action(description="Approve the selected rows' waiting changes", permissions=["archive"])
+    def approve_selected(self, request, queryset: QuerySet):
+        self._decide(request, queryset, approve=True)
+
+    @admin.action(description="Reject the selected rows' waiting changes", permissions=["archive"])
+    def reject_selected(self, request, queryset: QuerySet):
+        self._decide(request, queryset, approve=False)
+
+    def _decide(self, request, queryset: QuerySet, *, approve: bool) -> None:
+        rows, done = list(queryset.filter(approval__state=APPROVAL_PENDING).order_by("id")[:BULK_LIMIT]), []
+        for row in rows:
+            row = memory_decide(memory_id=row.id, approve=approve, actor_id=request.user.get_username(),
+                                reason=f"{'approved' if approve else 'rejected'} in the console")
+            self.log_change(request, row, "Approved" if approve else "Rejected")
+            done.append(row)
+        if done:
+            rebuild_after(request, done)
+        verb = "Approved" if approve else "Rejected"
+        self.message_user(request, f"{verb} {len(done)} waiting change(s)" + (
+            "; USER.md and MEMORY.md rebuilt." if done else ": none of the selected rows had one."),
+            messages.SUCCESS if done else messages.WARNING)
 
     def get_urls(self):
         wrap = self.admin_site.admin_view

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from fermix_site.conf import conf
 from memory import rows
 from memory.conversations import ConversationKey
 from memory.models import Category, Memory, MemorySource, ScopeType, Trust
@@ -32,6 +33,7 @@ from memory.models import Category, Memory, MemorySource, ScopeType, Trust
 USER_PROFILE = {Category.IDENTITY, Category.PREFERENCE, Category.INTEREST, Category.GOAL}
 WRITERS = {"reviewer", "operator", "tool", "job"}
 
+PROPOSED = "propose"  # the action of a change that waits for the owner (`waits_for_owner`)
 TRUST_GATE = "trust_gate"
 OUT_OF_SCOPE = "out_of_scope"
 # What a reviewer's value may not be (`check_value`): each a code recorded with the skipped operation.
@@ -178,6 +180,19 @@ def _check_conversation_note(writer: Writer, memory: Memory) -> None:
                                          "the operator may change it")
 
 
+def waits_for_owner(writer: Writer, category: str) -> bool:
+    """With `[fermix_core.memory] directive_approval` on, every change the reviewer makes to a directive
+    (a standing rule of MEMORY.md) waits for the owner, whoever's messages it came from: a rule written
+    into a message by anyone is then only a proposal. The operator's own writes (console, API) are
+    decisions already; the tools' directives are notes of a conversation and render nowhere."""
+    return writer.kind == "reviewer" and category == Category.DIRECTIVE and conf.memory.directive_approval
+
+
+def _as(writer: Writer, reason: str, message_ids: list[int] | None) -> dict:
+    return dict(reason=reason, actor_type=writer.actor_type, actor_id=writer.actor_id, run_id=writer.run_id,
+                message_ids=message_ids)
+
+
 def admit_add(
     writer: Writer,
     *,
@@ -200,6 +215,10 @@ def admit_add(
                                       scope_id=scope_id, key=key)
         if existing is not None:  # the write would change this row: the same rule as a change by id
             check_row(writer, existing)
+    if waits_for_owner(writer, category):
+        return rows.memory_propose(op="add", agent_id=writer.agent_id, owner_id=writer.owner_id,
+                                   scope_type=scope_type, scope_id=scope_id, key=key, value=value, category=category,
+                                   source=source, **_as(writer, reason, message_ids)), PROPOSED
     return rows.memory_upsert(
         agent_id=writer.agent_id, owner_id=writer.owner_id, scope_type=scope_type, scope_id=scope_id,
         key=key, value=value, category=category, confidence=confidence, source=source,
@@ -224,6 +243,10 @@ def admit_replace(writer: Writer, *, memory_id: int, value: str, category: str |
         if scope_for(writer, category) != scope_for(writer, memory.category or category):
             raise AdmissionError("scope_change", "a replace cannot move a row to another scope; "
                                                  "archive it and add a new one")
+    if waits_for_owner(writer, memory.category) or waits_for_owner(writer, category or ""):
+        return rows.memory_propose(op="replace", memory_id=memory_id, value=value, category=category or "",
+                                   agent_id=writer.agent_id, owner_id=memory.owner_id, scope_type=memory.scope_type,
+                                   scope_id=memory.scope_id, **_as(writer, reason, message_ids))
     return rows.memory_replace(memory_id=memory_id, value=value, category=category,
                                actor_type=writer.actor_type, actor_id=writer.actor_id, reason=reason,
                                run_id=writer.run_id, source_message_id=max(message_ids) if message_ids else None,
@@ -236,6 +259,10 @@ def admit_archive(writer: Writer, *, memory_id: int, reason: str = "", message_i
     if memory is None:
         raise AdmissionError(rows.NOT_FOUND, f"memory row {memory_id} does not exist")
     check_row(writer, memory)
+    if waits_for_owner(writer, memory.category):
+        return rows.memory_propose(op="archive", memory_id=memory_id, agent_id=writer.agent_id,
+                                   owner_id=memory.owner_id, scope_type=memory.scope_type, scope_id=memory.scope_id,
+                                   **_as(writer, reason, message_ids))
     return rows.memory_archive(memory_id=memory_id, archived_by=f"{writer.actor_type}:{writer.actor_id}".rstrip(":"),
                                reason=reason, actor_type=writer.actor_type, actor_id=writer.actor_id,
                                run_id=writer.run_id, message_ids=message_ids)

@@ -19,6 +19,9 @@ class Trust(models.TextChoices):
     GUEST = "guest"
 
 
+APPROVAL_PENDING = "pending"
+
+
 class ChatType(models.TextChoices):
     """Who is in the chat: the owner alone with the assistant, or other people too."""
 
@@ -162,6 +165,9 @@ class Memory(models.Model):
     archived_at = models.DateTimeField(null=True, blank=True)
     archived_by = models.CharField(max_length=200, blank=True, default="")
     archive_reason = models.TextField(blank=True, default="")
+    # A directive the reviewer proposed with `directive_approval` on: {"state": "pending" | "approved" |
+    # "rejected", "op": "add" | "replace" | "archive", "value", "category", "reason", "by", "at"}.
+    approval = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -199,6 +205,11 @@ class Memory(models.Model):
     def is_archived(self) -> bool:
         return self.archived_at is not None
 
+    @property
+    def pending(self) -> dict | None:
+        """The change waiting for the owner's approval (`memory.rows.memory_propose`), or None."""
+        return self.approval if self.approval and self.approval.get("state") == APPROVAL_PENDING else None
+
     def __str__(self):
         return f"#{self.pk} {self.category or self.scope_type}:{self.key}"
 
@@ -213,6 +224,9 @@ class MemoryEvent(models.Model):
         RESTORE = "restore"
         RESAVE = "resave"  # an archived key written again: restored with the new value
         REVERT = "revert"  # put back as it was before a review run (undo)
+        PROPOSE = "propose"  # a directive change waiting for the owner (directive_approval)
+        APPROVE = "approve"  # the owner approved it: applied
+        REJECT = "reject"  # the owner rejected it (or its review run was undone): nothing changed
 
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="events")
     action = models.CharField(max_length=16, choices=Action.choices)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from memory import duplicates, embeddings, prompt_files
 from memory.admission import (
+    PROPOSED,
     AdmissionError,
     Writer,
     admit_add,
@@ -25,8 +26,9 @@ from memory.admission import (
     check_category,
     check_value,
     scope_for,
+    waits_for_owner,
 )
-from memory.models import Memory, MemorySource, ReviewOperation, ReviewRun, ScopeType
+from memory.models import Category, Memory, MemorySource, ReviewOperation, ReviewRun, ScopeType
 from memory.review_parse import Op, op_name, read_op
 from memory.rows import MemoryRowError, memory_by_key, same_content
 
@@ -256,6 +258,8 @@ def apply_operations(run: ReviewRun, writer: Writer, operations: list, source: M
             record.message_ids = cited = _cited(op, batch)
             record.notes = op.notes
             row, action, before = _apply_one(run, writer, op, source, batch, cited)
+            if row.pending is not None and waits_for_owner(writer, Category.DIRECTIVE):
+                action = PROPOSED  # a change of a directive, waiting for the owner: nothing changed yet
         except (AdmissionError, MemoryRowError) as exc:
             record.status, record.code, record.reason = "skipped", exc.code, f"{exc.code}: {exc}"
             record.memory = getattr(exc, "memory", None)

@@ -22,7 +22,7 @@ from django_q.tasks import async_task
 
 from fermix_site.conf import conf
 from memory import review_ops, review_parse
-from memory.admission import Writer
+from memory.admission import PROPOSED, Writer
 from memory.conversations import ConversationKey
 from memory.errors import CodedError
 from memory.models import Conversation, Message, ReviewOperation, ReviewRun, ReviewState, Role, Trust
@@ -33,7 +33,7 @@ from memory.prompt_files import (
     prompt_files_rebuild_after_commit,
     render_files,
 )
-from memory.rows import conversation_source, memory_archive, memory_revert
+from memory.rows import conversation_source, memory_archive, memory_decide, memory_revert
 from providers.chain import chat
 from providers.errors import ProviderError
 
@@ -307,7 +307,9 @@ class UndoError(CodedError):
 def _undo_one(operation: ReviewOperation, actor: str, run_id: int) -> None:
     reason = f"undo of review run {run_id}"
     row = operation.memory
-    if operation.before_archived is None:  # the run created the row: archive it
+    if operation.action == PROPOSED:  # withdrawn: the change it waits with is rejected
+        memory_decide(memory_id=row.id, approve=False, actor_id=actor, reason=reason)
+    elif operation.before_archived is None:  # the run created the row: archive it
         memory_archive(memory_id=row.id, archived_by=actor, reason=reason, actor_type="operator", actor_id=actor)
     else:
         memory_revert(memory_id=row.id, value=operation.before_value, category=operation.before_category,
@@ -318,6 +320,8 @@ def _changed_since(operation: ReviewOperation) -> bool:
     row = operation.memory
     if row is None:
         return True
+    if operation.action == PROPOSED:  # the owner decided meanwhile
+        return row.pending is None
     archived_after = operation.action == "archive"
     return row.value != operation.after_value or (row.archived_at is not None) != archived_after
 

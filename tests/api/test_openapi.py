@@ -18,6 +18,8 @@ CONTRACT = {
     ("get", "/api/v1/agents/{agent}/memories"),
     ("post", "/api/v1/memories/{memory_id}/archive"),
     ("post", "/api/v1/memories/{memory_id}/restore"),
+    ("post", "/api/v1/memories/{memory_id}/approve"),
+    ("post", "/api/v1/memories/{memory_id}/reject"),
     ("post", "/api/v1/agents/{agent}/review"),
     ("get", "/api/v1/agents/{agent}/review-runs"),
     ("post", "/api/v1/review-runs/{run_id}/undo"),
