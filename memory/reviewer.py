@@ -80,6 +80,9 @@ def _result(key: str, status: str, reason: str = "", run: ReviewRun | None = Non
         "ops_added": run.ops_added if run else 0, "ops_replaced": run.ops_replaced if run else 0,
         "ops_archived": run.ops_archived if run else 0, "ops_skipped": run.ops_skipped if run else 0,
         "input_messages": run.input_messages if run else 0, "input_tokens": run.input_tokens if run else 0,
+        "run_id": run.id if run else None,
+        # Why operations were skipped, by code (`docs/reviewer.md`, Skip codes): one query, only when some were.
+        "skipped_by_code": review_ops.skipped_by_code([run.id]).get(run.id, {}) if run and run.ops_skipped else {},
     }
 
 

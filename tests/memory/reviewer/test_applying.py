@@ -26,7 +26,7 @@ def test_a_review_adds_facts_and_rebuilds_user_md(model):
     result = review()
     assert result == {"conversation": "telegram:1:root", "status": "ok", "reason": "", "ops_added": 1,
                       "ops_replaced": 0, "ops_archived": 0, "ops_skipped": 0, "input_messages": 1,
-                      "input_tokens": 7}
+                      "input_tokens": 7, "run_id": ReviewRun.objects.get().id, "skipped_by_code": {}}
     row = Memory.objects.get()
     assert (row.scope_type, row.scope_id, row.category, row.value) == ("owner", "default", "identity",
                                                                        "lives in Lisbon")
