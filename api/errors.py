@@ -36,6 +36,7 @@ MEMORY_ROW_STATUS = {
     "not_found": 404,
     "already_archived": 409,
     "not_archived": 409,
+    "not_pending": 409,
     "archived": 409,
     "trust_gate": 403,
     "out_of_scope": 403,

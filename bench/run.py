@@ -40,15 +40,18 @@ FAMILIES = {
     "diff": diff.measure_diff,
     "ingest": storage.measure_ingest,
     "durability": storage.measure_durability,
+    "embedding_cost": storage.measure_embedding_cost,
     "http": lambda data, count, state: http.measure_http(data, count, raw_rate=state.get("raw_rate")),
     "throughput": review.measure_throughput,
 }
 TAKES_STATE = ("ingest", "http")  # ingest leaves raw sqlite3's rate there for the HTTP family
 COUNTS = {
     "quick": {"window": 1000, "search": 200, "file": 300, "prompt": 300, "rebuild": 60, "review": 60, "diff": 5,
-              "ingest": 4000, "durability": 4000, "http": 3000, "throughput": 40},
+              "ingest": 4000, "durability": 4000,
+              "embedding_cost": 4000, "http": 3000, "throughput": 40},
     "full": {"window": 10000, "search": 1000, "file": 1000, "prompt": 2000, "rebuild": 200, "review": 150,
-             "diff": 10, "ingest": 20000, "durability": 10000, "http": 6000, "throughput": 200},
+             "diff": 10, "ingest": 20000, "durability": 10000,
+             "embedding_cost": 10000, "http": 6000, "throughput": 200},
 }
 
 

@@ -20,6 +20,7 @@ from bench.timing import Stopwatch
 BLOCKS = 20
 WARM = 10
 INGEST_SHARE = 0.4  # of raw sqlite3's rate
+EMBEDDED_SHARE = 0.9  # ingest with embeddings on, of off
 WINDOW_MS = 2
 SEARCH_MS = 20
 
@@ -116,6 +117,43 @@ def measure_durability(data, count: int) -> list[Figure]:
                f"{ms(watches['normal'].p(0.5))} / {ms(watches['normal'].p())} ms); the database on "
                f"{_filesystem(data.db)}"),
     ]
+
+
+def measure_embedding_cost(data, count: int) -> list[Figure]:
+    """`message_append` with the default embedding backend (`local`: each append asks for an embedding
+    pass, at most once a second) beside `backend = "none"`, in alternating blocks: what semantic recall
+    costs the request path. The embedding itself runs in the cluster, which this process does not run."""
+    import os
+
+    from fermix_site.conf import conf
+    from memory import embeddings
+    from memory.conversations import message_append
+
+    messages = sample_messages(data, count, seed=19)
+    watches = {"local": Stopwatch(), "none": Stopwatch()}
+    size = len(messages) // BLOCKS
+    before = os.environ.get("FERMIX_EMBEDDINGS_BACKEND")
+    try:
+        for block in range(BLOCKS):
+            backend = ("local", "none")[block % 2]
+            os.environ["FERMIX_EMBEDDINGS_BACKEND"] = backend
+            conf.reload()
+            embeddings.embedder()  # built once per process in service; here again after each switch, untimed
+            for message in messages[block * size:(block + 1) * size]:
+                with watches[backend]:
+                    message_append(**message)
+    finally:
+        if before is None:
+            os.environ.pop("FERMIX_EMBEDDINGS_BACKEND", None)
+        else:
+            os.environ["FERMIX_EMBEDDINGS_BACKEND"] = before
+        conf.reload()
+    on, off = (1000 / watches[b].mean() for b in ("local", "none"))
+    return [Figure("message ingest with embeddings on (`local`)", f"{on:,.0f} msg/s", f"≥ {EMBEDDED_SHARE:.0%} of off",
+                   on / off >= EMBEDDED_SHARE, f'"none": {off:,.0f} msg/s', f"{on / off:.0%} of off",
+                   f"{len(watches['local'].wall):,} messages each way in {BLOCKS} alternating blocks; p50 / p95 "
+                   f"{ms(watches['local'].p(0.5))} / {ms(watches['local'].p())} ms (off "
+                   f"{ms(watches['none'].p(0.5))} / {ms(watches['none'].p())} ms)")]
 
 
 def measure_window(data, reads: int) -> list[Figure]:

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Count, Q
-from django.db.models.functions import TruncDate
+from django.db.models import Count, F, Q, TextField
+from django.db.models.functions import Cast, TruncDate
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -16,7 +16,9 @@ from django.utils import timezone
 from console import charts, web_setup
 from fermix_site.conf import ConfigError, conf
 from memory.admin import context_share
-from memory.models import Conversation, Memory, ReviewRun
+from memory.models import APPROVAL_PENDING, Conversation, Memory, MemoryEvent, ReviewOperation, ReviewRun
+from memory.review_ops import DUPLICATE, NEAR_DUPLICATE
+from memory.rows import PROPOSED_BY
 from resources.catalog import display_name
 from resources.models import ResourceRevision
 
@@ -78,8 +80,39 @@ def revision_chart(since, days):
     return {"svg": charts.small_multiples(days, ordered, label="Revisions per resource per day")}
 
 
+JUNK_DAYS = 7  # a row archived or undone this soon after it was written was probably not worth keeping
+
+
+def quality_chart(since, days):
+    """The reviewer's operations per day, applied or skipped by code; duplicates caught; rows archived or
+    undone within a week of being written (a proxy for junk); directive changes waiting for approval."""
+    operations = ReviewOperation.objects.filter(run__started_at__gte=since)
+    rows = (operations.annotate(day=TruncDate("run__started_at")).values_list("day", "status", "code")
+            .annotate(n=Count("id")).order_by())
+    values: dict[tuple[str, str], int] = {}
+    for day, status, code, n in rows:
+        name = "applied" if status == "applied" else f"skipped: {code or 'unknown'}"
+        values[(day.isoformat(), name)] = values.get((day.isoformat(), name), 0) + n
+    totals: dict[str, int] = {}
+    for (_, name), n in values.items():
+        totals[name] = totals.get(name, 0) + n
+    series = sorted(totals, key=lambda name: (name != "applied", -totals[name], name))
+    duplicates = (operations.filter(code=DUPLICATE).count()
+                  + operations.filter(status="applied").annotate(text=Cast("notes", TextField()))
+                  .filter(text__contains=NEAR_DUPLICATE).count())
+    soon = timedelta(days=JUNK_DAYS)
+    archived_soon = (Memory.objects.filter(archived_at__gte=since, archived_at__lte=F("created_at") + soon)
+                     .exclude(archived_by=PROPOSED_BY).count())
+    undone_soon = MemoryEvent.objects.filter(action=MemoryEvent.Action.REVERT, created_at__gte=since,
+                                             created_at__lte=F("memory__created_at") + soon).count()
+    return {"svg": charts.stacked_columns(days, series, values, label="Reviewer operations per day by outcome"),
+            "legend": charts.legend(series), "totals": totals, "duplicates": duplicates,
+            "junk": archived_soon + undone_soon, "junk_days": JUNK_DAYS,
+            "pending": Memory.objects.filter(approval__state=APPROVAL_PENDING).count()}
+
+
 def dashboard(request):
-    """Pictures of the last 30 days: reviews, memory rows, context use, revisions."""
+    """Pictures of the last 30 days: reviews, the reviewer's quality, memory rows, context use, revisions."""
     now = timezone.now()
     days = _days(now)
     since = now - timedelta(days=DAYS)
@@ -88,6 +121,7 @@ def dashboard(request):
         "title": "Dashboard",
         "days": DAYS,
         "reviews": review_chart(since, days),
+        "quality": quality_chart(since, days),
         "memory": memory_chart(),
         "context_use": context_chart(),
         "revisions": revision_chart(since, days),

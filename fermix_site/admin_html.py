@@ -17,6 +17,16 @@ MARKDOWN_EXTENSIONS = ["fenced_code", "tables", "sane_lists"]
 EQUAL, DELETE, INSERT = diff_match_patch.DIFF_EQUAL, diff_match_patch.DIFF_DELETE, diff_match_patch.DIFF_INSERT
 
 
+def marked_html(text: str, start: str, end: str) -> SafeString:
+    """`text` escaped, the parts between `start` and `end` (a search snippet's matched words) in <mark>."""
+    pieces, rest = [], text or ""
+    while (i := rest.find(start)) >= 0 and (j := rest.find(end, i + len(start))) >= 0:
+        pieces += [escape(rest[:i]), "<mark>", escape(rest[i + len(start):j]), "</mark>"]
+        rest = rest[j + len(end):]
+    pieces.append(escape(rest))
+    return mark_safe("".join(pieces))  # every piece of text above is escaped
+
+
 def markdown_html(text: str) -> SafeString:
     """Markdown rendered to HTML, then cleaned by nh3: no scripts, no event handlers, no javascript: links."""
     rendered = markdown.markdown(text or "", extensions=MARKDOWN_EXTENSIONS)

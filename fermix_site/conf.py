@@ -49,6 +49,15 @@ class MemoryConf:
     prompt_memory_token_cap: int = 2000
     max_conversation_history: int | None = None  # None is "infinity"
     persist_transcripts: bool = False
+    # USER.md in group and channel chats and for guest speakers: true/false, or per agent
+    # (`{ main = false, family = true }`, unnamed agents false).
+    user_md_in_groups: bool | dict = False
+    directive_approval: bool = False  # the reviewer's directive changes wait for the owner (memory.rows)
+
+    def user_md_shown_to_others(self, agent_id: str) -> bool:
+        if isinstance(self.user_md_in_groups, dict):
+            return self.user_md_in_groups.get(agent_id, False)
+        return self.user_md_in_groups
 
 
 @dataclass(frozen=True)
@@ -98,7 +107,7 @@ class EmbeddingsConf:
     base_url: str | None = None  # openai only
     api_key_env: str | None = None  # openai only
     dimensions: int | None = None  # openai only: asked of the server and checked in its answers
-    batch: int = 32  # texts per model run (local) or per request (openai)
+    batch: int | None = None  # texts per model run (local, default 8) or per request (openai, default 32)
     threads: int = 1  # local only: onnxruntime intra-op threads
     timeout_ms: int = 10_000  # openai only: one request
 
@@ -191,6 +200,12 @@ def _ident(key, value):
     return value
 
 
+def _bool_or_per_agent(key, value):
+    if not isinstance(value, dict):
+        return _bool(key, value)
+    return {_ident(f"{key} (an agent id)", agent): _bool(f"{key}.{agent}", flag) for agent, flag in value.items()}
+
+
 def _history(key, value):
     if isinstance(value, str) and value.strip().lower() in {INFINITY, "inf"}:
         return None
@@ -222,6 +237,8 @@ MEMORY_KEYS = {
     "prompt_memory_token_cap": _int(1, 1_000_000),
     "max_conversation_history": _history,
     "persist_transcripts": _bool,
+    "user_md_in_groups": _bool_or_per_agent,
+    "directive_approval": _bool,
 }
 COMPACTION_KEYS = {
     "enabled": _bool,

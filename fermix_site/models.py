@@ -27,3 +27,14 @@ class Heartbeat(models.Model):
 
     class Meta:
         db_table = "heartbeats"
+
+
+class Lease(models.Model):
+    """One holder at a time for work that every worker may be asked to do (`fermix_site.leases`)."""
+
+    name = models.CharField(max_length=100, primary_key=True)
+    holder = models.CharField(max_length=64)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "leases"

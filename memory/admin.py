@@ -12,13 +12,14 @@ from collections import defaultdict
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.db.models import QuerySet
+from django.db.models import Case, QuerySet, Value, When
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from fermix_site.admin_html import marked_html
 from fermix_site.admin_kit import (
     BigTableAdmin,
     ReadOnlyAdmin,
@@ -29,9 +30,11 @@ from fermix_site.admin_kit import (
     short,
 )
 from fermix_site.conf import conf
+from memory import search
 from memory.compactor import context_window_for
 from memory.conversations import KINDS
 from memory.models import (
+    APPROVAL_PENDING,
     Category,
     Conversation,
     Memory,
@@ -46,9 +49,10 @@ from memory.models import (
     Trust,
 )
 from memory.prompt_files import placement, prompt_files_rebuild_after_commit
+from memory.provenance import batch_range
 from memory.reviewer import UndoError, review_undo
-from memory.rows import MemoryRowError, memory_archive, memory_history, memory_restore
-from memory.search import MAX_LIMIT, search_memories, search_messages
+from memory.rows import MemoryRowError, memory_archive, memory_decide, memory_history, memory_restore
+from memory.search import MAX_LIMIT, rank, recall
 from providers.models import ModelCall
 from resources.models import Resource
 
@@ -153,17 +157,65 @@ class ArchivedFilter(admin.SimpleListFilter):
     title, parameter_name = "archived", "archived"
 
     def lookups(self, request, model_admin):
-        return [("no", "live"), ("yes", "archived")]
+        return [("no", "live"), ("yes", "archived"), ("pending", "waiting for approval")]
 
     def queryset(self, request, queryset):
         if self.value() in ("yes", "no"):
             return queryset.filter(archived_at__isnull=self.value() == "no")
+        if self.value() == "pending":
+            return queryset.filter(approval__state=APPROVAL_PENDING)
         return queryset
 
 
 def _search_filters(request, names) -> dict:
     """The changelist's own filters, handed to the full-text search so it ranks within them."""
     return {name: request.GET[name] for name in names if request.GET.get(name)}
+
+
+class RecallSearch(admin.ModelAdmin):
+    """The changelist's search box runs recall as `memory_recall` does (hybrid when an embedding model is
+    configured and an agent is chosen, else lexical), within the changelist's filters: best first, and a
+    "match" column with the signals (why, ranks) of each result, a reply marked as context, and the
+    snippet with the matched words highlighted."""
+
+    search_filters: tuple[str, ...] = ()
+    corpus: search.Corpus
+
+    def get_search_results(self, request, queryset, search_term):
+        request.recalled = {}
+        if not search_term.strip():
+            return queryset, False
+        filters = _search_filters(request, self.search_filters)
+        mode = recall.default_mode() if "agent_id" in filters else "lexical"
+        answer = recall.recall(self.corpus, query=search_term, filters=filters, limit=MAX_LIMIT, mode=mode)
+        request.recalled = {row.pk: row for row in answer.rows}
+        order = Case(*(When(pk=pk, then=Value(n)) for n, pk in enumerate(request.recalled)), default=Value(MAX_LIMIT))
+        # In recall's order, best first (the changelist orders before it searches).
+        return queryset.filter(pk__in=list(request.recalled)).annotate(recall_rank=order).order_by("recall_rank"), False
+
+
+    def get_list_display(self, request):
+        shown = super().get_list_display(request)
+        if not request.GET.get("q", "").strip():
+            return shown
+        @admin.display(description="match")
+        def match(obj):  # the changelist's search runs after this list is made: read its answer late
+            row = getattr(request, "recalled", {}).get(obj.pk)
+            return match_html(row) if row is not None else "—"
+
+        return (*shown, match)
+
+
+def match_html(row) -> str:
+    """Why a recalled row is there: context or the signals' why and ranks, then its snippet."""
+    signals = row.signals
+    named = (("words", "lexical_rank"), ("meaning", "semantic_rank"))
+    ranks = ", ".join(f"{name} {signals[key]}" for name, key in named if signals.get(key) is not None)
+    label = format_html('<strong class="fx-context">context: reply</strong> · {}', signals["why"]) if (
+        row.context == "reply") else format_html("{}", signals["why"] or "—")
+    return format_html('{}{}<br><span class="fx-snippet">{}</span>', label,
+                       format_html(" <small>({})</small>", ranks) if ranks else "",
+                       marked_html(row.snippet, rank.MARK_START, rank.MARK_END))
 
 
 # --- messages ---------------------------------------------------------------------------------------
@@ -177,7 +229,7 @@ def conversation_messages_url(channel: str, chat_id: str, thread_scope: str, age
 
 
 @admin.register(Message)
-class MessageAdmin(BigTableAdmin, ReadOnlyAdmin):
+class MessageAdmin(RecallSearch, BigTableAdmin, ReadOnlyAdmin):
     list_display = ("id", "created_at", "conversation", "role", "kind", "sender", "trust", "excerpt")
     list_display_links = ("id", "excerpt")
     list_filter = (ConversationAgentFilter, ChannelFilter, KindFilter, RoleFilter, GuestFilter)
@@ -209,13 +261,8 @@ class MessageAdmin(BigTableAdmin, ReadOnlyAdmin):
         rows = Memory.objects.filter(agent_id=obj.agent_id, source_message_id=obj.id).order_by("-id")[:50]
         return format_html_join(", ", '<a href="{}">#{} {}</a>', ((admin_url(m), m.id, m.key) for m in rows)) or "—"
 
-    def get_search_results(self, request, queryset, search_term):
-        if not search_term.strip():
-            return queryset, False
-        filters = _search_filters(request, ("agent_id", "channel", "chat_id", "thread_scope", "kind", "role",
-                                            "trust", "owner_id"))
-        hits = search_messages(query=search_term, filters=filters, limit=MAX_LIMIT)
-        return queryset.filter(pk__in=[m.pk for m in hits]), False
+    search_filters = ("agent_id", "channel", "chat_id", "thread_scope", "kind", "role", "trust", "owner_id")
+    corpus = search.MESSAGES
 
 
 # --- memory rows ------------------------------------------------------------------------------------
@@ -243,14 +290,14 @@ def actor_html(event: MemoryEvent) -> str:
 
 
 @admin.register(Memory)
-class MemoryAdmin(BigTableAdmin):
+class MemoryAdmin(RecallSearch, BigTableAdmin):
     list_display = ("id", "key", "value_excerpt", "category", "scope_type", "owner_id", "state", "rendered",
                     "updated_at")
     list_display_links = ("id", "key")
     list_filter = (MemoryAgentFilter, OwnerFilter, CategoryFilter, ScopeTypeFilter, ArchivedFilter)
     search_fields = ("value",)
     search_help_text = f"Full-text search over keys and values: best {MAX_LIMIT} matches within the filters."
-    actions = ("archive_selected", "restore_selected")
+    actions = ("archive_selected", "restore_selected", "approve_selected", "reject_selected")
     raw_id_fields = ("source",)
     fields = ("id", "agent_id", "owner_id", "scope_type", "scope_id", "category", "key", "value_block",
               "confidence", "promote_target", "state", "rendered_detail", "provenance", "history", "created_at",
@@ -270,12 +317,8 @@ class MemoryAdmin(BigTableAdmin):
     def has_archive_permission(self, request):
         return request.user.has_perm("memory.change_memory")
 
-    def get_search_results(self, request, queryset, search_term):
-        if not search_term.strip():
-            return queryset, False
-        filters = _search_filters(request, ("agent_id", "owner_id", "category", "scope_type"))
-        hits = search_memories(query=search_term, filters=filters, limit=MAX_LIMIT)
-        return queryset.filter(pk__in=[m.pk for m in hits]), False
+    search_filters = ("agent_id", "owner_id", "category", "scope_type")
+    corpus = search.MEMORIES
 
     @admin.display(description="value")
     def value_excerpt(self, obj):
@@ -287,6 +330,11 @@ class MemoryAdmin(BigTableAdmin):
 
     @admin.display(description="state")
     def state(self, obj):
+        pending = obj.pending
+        if pending is not None:
+            proposed = {"add": "add it", "archive": "archive it"}.get(pending["op"]) or format_html(
+                "change it to “{}” ({})", pending.get("value", ""), pending.get("category", ""))
+            return format_html('<strong class="fx-pending">waiting for approval</strong>: {}', proposed)
         if obj.archived_at is None:
             return "live"
         return format_html("archived {} by {}: {}", obj.archived_at.strftime("%Y-%m-%d %H:%M"), obj.archived_by,
@@ -323,6 +371,11 @@ class MemoryAdmin(BigTableAdmin):
         if obj.source_message_id:
             url = reverse("admin:memory_message_change", args=[obj.source_message_id])
             parts.append(format_html("from {}", link(url, f"message #{obj.source_message_id}")))
+        elif batch_range(obj.run):  # the review did not say which of its messages: all of them
+            first, last = batch_range(obj.run)
+            parts.append(format_html("from messages {}–{}",
+                                     link(reverse("admin:memory_message_change", args=[first]), f"#{first}"),
+                                     link(reverse("admin:memory_message_change", args=[last]), f"#{last}")))
         return format_html_join(mark_safe("<br>"), "{}", ((p,) for p in parts)) or "—"
 
     @admin.display(description="history (every change to this row)")
@@ -408,6 +461,28 @@ class MemoryAdmin(BigTableAdmin):
         done = self._restore(request, rows)
         self.message_user(request, f"Restored {done} memory row(s); USER.md and MEMORY.md rebuilt.",
                           messages.SUCCESS)
+
+    @admin.action(description="Approve the selected rows' waiting changes", permissions=["archive"])
+    def approve_selected(self, request, queryset: QuerySet):
+        self._decide(request, queryset, approve=True)
+
+    @admin.action(description="Reject the selected rows' waiting changes", permissions=["archive"])
+    def reject_selected(self, request, queryset: QuerySet):
+        self._decide(request, queryset, approve=False)
+
+    def _decide(self, request, queryset: QuerySet, *, approve: bool) -> None:
+        rows, done = list(queryset.filter(approval__state=APPROVAL_PENDING).order_by("id")[:BULK_LIMIT]), []
+        for row in rows:
+            row = memory_decide(memory_id=row.id, approve=approve, actor_id=request.user.get_username(),
+                                reason=f"{'approved' if approve else 'rejected'} in the console")
+            self.log_change(request, row, "Approved" if approve else "Rejected")
+            done.append(row)
+        if done:
+            rebuild_after(request, done)
+        verb = "Approved" if approve else "Rejected"
+        self.message_user(request, f"{verb} {len(done)} waiting change(s)" + (
+            "; USER.md and MEMORY.md rebuilt." if done else ": none of the selected rows had one."),
+            messages.SUCCESS if done else messages.WARNING)
 
     def get_urls(self):
         wrap = self.admin_site.admin_view
@@ -550,7 +625,8 @@ class ConversationAdmin(BigTableAdmin, ReadOnlyAdmin):
 
 class ReviewOperationInline(admin.TabularInline):
     model = ReviewOperation
-    fields = ("index", "op", "status", "action", "memory_link", "before", "after", "reason")
+    fields = ("index", "op", "status", "code", "action", "memory_link", "before", "after", "messages", "reason",
+              "notes_text")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -566,6 +642,14 @@ class ReviewOperationInline(admin.TabularInline):
         if not obj.memory_id:
             return "—"
         return link(reverse("admin:memory_memory_change", args=[obj.memory_id]), f"#{obj.memory_id}")
+
+    @admin.display(description="messages")
+    def messages(self, obj):
+        return ", ".join(f"#{i}" for i in obj.message_ids) or "—"
+
+    @admin.display(description="notes")
+    def notes_text(self, obj):
+        return "; ".join(f"{n.get('code')}: {n.get('detail')}" for n in obj.notes if isinstance(n, dict)) or "—"
 
     @admin.display(description="before")
     def before(self, obj):

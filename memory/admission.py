@@ -22,8 +22,10 @@ a row outside the conversation is `out_of_scope`, a row with a category inside i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from fermix_site.conf import conf
 from memory import rows
 from memory.conversations import ConversationKey
 from memory.models import Category, Memory, MemorySource, ScopeType, Trust
@@ -31,8 +33,13 @@ from memory.models import Category, Memory, MemorySource, ScopeType, Trust
 USER_PROFILE = {Category.IDENTITY, Category.PREFERENCE, Category.INTEREST, Category.GOAL}
 WRITERS = {"reviewer", "operator", "tool", "job"}
 
+PROPOSED = "propose"  # the action of a change that waits for the owner (`waits_for_owner`)
 TRUST_GATE = "trust_gate"
 OUT_OF_SCOPE = "out_of_scope"
+# What a reviewer's value may not be (`check_value`): each a code recorded with the skipped operation.
+QUESTION, ASSISTANT_REFUSAL, ASSISTANT_ANSWER = "question", "assistant_refusal", "assistant_answer"
+SELF_INSTRUCTION, INSTRUCTION_NOT_DIRECTIVE, SAYS_NOTHING = "self_instruction", "instruction_not_directive", \
+    "says_nothing"
 
 
 class AdmissionError(rows.MemoryRowError):
@@ -96,6 +103,57 @@ def check_category(writer: Writer, category: str) -> None:
                                          "store it as context or ask the operator")
 
 
+_QUESTION = re.compile(r"\?\s*$|^(what|who|whom|whose|where|when|why|how|which)\b.*\b(you|i|me|my|we|do|does|is|"
+                       r"are|can|should)\b|^(can|could|would|will|do|did|should|shall) (you|i|we)\b", re.IGNORECASE)
+_REFUSAL = re.compile(r"^(i'?m sorry|sorry,|i apologi[sz]e|unfortunately,? i|as an ai|i (can ?not|can't|cannot|am "
+                      r"unable|'m unable|am not able|'m not able|won't|will not|don't have|do not have))\b|"
+                      r"\b(assistant|you) (refused|declined|could not|couldn't|can ?not|cannot)\b", re.IGNORECASE)
+_ANSWER = re.compile(r"^(here (is|are|'s)|here's|sure\b|certainly\b|of course\b|okay,|ok,|the answer is|i (would )?"
+                     r"(recommend|suggest)|i think you|you (could|might|can) try)|\b(the )?assistant "
+                     r"(said|answered|replied|told|suggested|recommended|explained|gave|wrote|provided|listed)\b",
+                     re.IGNORECASE)
+_SELF_INSTRUCTION = re.compile(r"^(you|you're|you are|your)\b|\b(remember|note|keep in mind|don't forget|do not "
+                               r"forget|make sure) (that |to )?you\b|^(remember|note|don't forget|do not forget) "
+                               r"(that|to)\b", re.IGNORECASE)
+# "always answer …" instructs; "always drinks tea …" (a verb ending in s) states a habit.
+_IMPERATIVE = re.compile(r"^(always|never)\b(?!\s+\w*[^s\W]s\b)|^(please|don't|do not|stop|avoid|answer|reply|respond|"
+                         r"use|call me|be|keep|write|speak|ask|tell|remind|make|give|show|send|let me|include|mention|"
+                         r"refer to|address me)\b", re.IGNORECASE)
+_VAGUE = frozenset("stuff things thing something anything everything it that this them stuffs whatever ok okay yes no "
+                   "good nice cool fine great bad misc various etc lots much many some".split())
+_LINKING = frozenset("is are am was be likes like loves love has have does do enjoys wants the a an user they he "
+                     "she".split())
+
+
+def check_value(writer: Writer, category: str, value) -> None:
+    """A reviewer's value is a declarative fact about the user or their work: never a question, the
+    assistant's refusal or one-shot answer, a self-instruction ("remember that you…"), an instruction to
+    the assistant outside `directive`, or a couple of words that say nothing.
+
+    The rule is admission's, like the trust gate: the reviewer distils facts from what the user said, and
+    these are the ways a model's distillation goes wrong. Tool, operator and job writes are deliberate and
+    keep their text as written.
+    """
+    if writer.kind != "reviewer" or not isinstance(value, str):
+        return
+    text = value.strip().strip("\"'").strip()
+    if _QUESTION.search(text):
+        raise AdmissionError(QUESTION, "a question is not a fact; store what the user stated")
+    if _REFUSAL.search(text):
+        raise AdmissionError(ASSISTANT_REFUSAL, "the assistant's own refusal is not a fact about the user")
+    if _ANSWER.search(text):
+        raise AdmissionError(ASSISTANT_ANSWER, "the assistant's one-shot answer is not a fact about the user")
+    if _SELF_INSTRUCTION.search(text):
+        raise AdmissionError(SELF_INSTRUCTION, "write a declarative fact about the user (\"prefers metric units\"), "
+                                               "not an instruction to yourself")
+    if category != Category.DIRECTIVE and _IMPERATIVE.search(text):
+        raise AdmissionError(INSTRUCTION_NOT_DIRECTIVE, "an instruction to the assistant is a directive, not "
+                                                        f"{category or 'a note'}")
+    found = re.findall(r"[\w'-]+", text.lower())
+    if len(found) < 3 and not [w for w in found if w not in _VAGUE and w not in _LINKING]:
+        raise AdmissionError(SAYS_NOTHING, f"{text!r} says nothing that can be remembered")
+
+
 def check_row(writer: Writer, memory: Memory) -> None:
     """May this writer change this existing row? (replace, archive by id)"""
     if memory.agent_id != writer.agent_id:
@@ -122,6 +180,19 @@ def _check_conversation_note(writer: Writer, memory: Memory) -> None:
                                          "the operator may change it")
 
 
+def waits_for_owner(writer: Writer, category: str) -> bool:
+    """With `[fermix_core.memory] directive_approval` on, every change the reviewer makes to a directive
+    (a standing rule of MEMORY.md) waits for the owner, whoever's messages it came from: a rule written
+    into a message by anyone is then only a proposal. The operator's own writes (console, API) are
+    decisions already; the tools' directives are notes of a conversation and render nowhere."""
+    return writer.kind == "reviewer" and category == Category.DIRECTIVE and conf.memory.directive_approval
+
+
+def _as(writer: Writer, reason: str, message_ids: list[int] | None) -> dict:
+    return dict(reason=reason, actor_type=writer.actor_type, actor_id=writer.actor_id, run_id=writer.run_id,
+                message_ids=message_ids)
+
+
 def admit_add(
     writer: Writer,
     *,
@@ -132,9 +203,11 @@ def admit_add(
     source: MemorySource | None = None,
     reason: str = "",
     source_message_id: int | None = None,
+    message_ids: list[int] | None = None,
 ) -> tuple[Memory, str]:
     """Admit and write a row by key. Returns (row, action) as `memory_upsert` does."""
     check_category(writer, category)
+    check_value(writer, category, value)
     category = stored_category(writer, category)
     scope_type, scope_id = scope_for(writer, category)
     if confined(writer):
@@ -142,22 +215,27 @@ def admit_add(
                                       scope_id=scope_id, key=key)
         if existing is not None:  # the write would change this row: the same rule as a change by id
             check_row(writer, existing)
+    if waits_for_owner(writer, category):
+        return rows.memory_propose(op="add", agent_id=writer.agent_id, owner_id=writer.owner_id,
+                                   scope_type=scope_type, scope_id=scope_id, key=key, value=value, category=category,
+                                   source=source, **_as(writer, reason, message_ids)), PROPOSED
     return rows.memory_upsert(
         agent_id=writer.agent_id, owner_id=writer.owner_id, scope_type=scope_type, scope_id=scope_id,
         key=key, value=value, category=category, confidence=confidence, source=source,
         actor_type=writer.actor_type, actor_id=writer.actor_id, reason=reason,
         session_id=str(writer.conversation or ""), run_id=writer.run_id,
-        source_message_id=source_message_id,
+        source_message_id=source_message_id, message_ids=message_ids,
     )
 
 
 def admit_replace(writer: Writer, *, memory_id: int, value: str, category: str | None = None,
-                  reason: str = "") -> Memory:
+                  reason: str = "", message_ids: list[int] | None = None) -> Memory:
     """Admit and apply a correction of an existing row by id (the 200-character limit applies)."""
     memory = Memory.objects.filter(pk=memory_id).first()
     if memory is None:
         raise AdmissionError(rows.NOT_FOUND, f"memory row {memory_id} does not exist")
     check_row(writer, memory)
+    check_value(writer, category or memory.category, value)
     if category is not None:
         check_category(writer, category)
         category = stored_category(writer, category) or None  # a confined writer's note stays a note
@@ -165,17 +243,26 @@ def admit_replace(writer: Writer, *, memory_id: int, value: str, category: str |
         if scope_for(writer, category) != scope_for(writer, memory.category or category):
             raise AdmissionError("scope_change", "a replace cannot move a row to another scope; "
                                                  "archive it and add a new one")
+    if waits_for_owner(writer, memory.category) or waits_for_owner(writer, category or ""):
+        return rows.memory_propose(op="replace", memory_id=memory_id, value=value, category=category or "",
+                                   agent_id=writer.agent_id, owner_id=memory.owner_id, scope_type=memory.scope_type,
+                                   scope_id=memory.scope_id, **_as(writer, reason, message_ids))
     return rows.memory_replace(memory_id=memory_id, value=value, category=category,
                                actor_type=writer.actor_type, actor_id=writer.actor_id, reason=reason,
-                               run_id=writer.run_id)
+                               run_id=writer.run_id, source_message_id=max(message_ids) if message_ids else None,
+                               message_ids=message_ids)
 
 
-def admit_archive(writer: Writer, *, memory_id: int, reason: str = "") -> Memory:
+def admit_archive(writer: Writer, *, memory_id: int, reason: str = "", message_ids: list[int] | None = None) -> Memory:
     """Admit and archive a row by id (restorable)."""
     memory = Memory.objects.filter(pk=memory_id).first()
     if memory is None:
         raise AdmissionError(rows.NOT_FOUND, f"memory row {memory_id} does not exist")
     check_row(writer, memory)
+    if waits_for_owner(writer, memory.category):
+        return rows.memory_propose(op="archive", memory_id=memory_id, agent_id=writer.agent_id,
+                                   owner_id=memory.owner_id, scope_type=memory.scope_type, scope_id=memory.scope_id,
+                                   **_as(writer, reason, message_ids))
     return rows.memory_archive(memory_id=memory_id, archived_by=f"{writer.actor_type}:{writer.actor_id}".rstrip(":"),
                                reason=reason, actor_type=writer.actor_type, actor_id=writer.actor_id,
-                               run_id=writer.run_id)
+                               run_id=writer.run_id, message_ids=message_ids)

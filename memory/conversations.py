@@ -22,7 +22,7 @@ from fermix_site import generations
 from fermix_site.conf import conf, valid_id
 from memory import queries
 from memory.errors import CodedError
-from memory.models import Conversation, Message, Role, Trust
+from memory.models import ChatType, Conversation, Message, Role, Trust
 from memory.vectors import EMBEDDED_KINDS, queue_embedding
 
 logger = logging.getLogger("fermix.memory")
@@ -141,6 +141,7 @@ def message_append(
     kind: str = "chat",
     metadata: dict | None = None,
     created_at: datetime | None = None,
+    chat_type: str | None = None,
     also: Callable[[Message], None] | None = None,
 ) -> Message:
     """Store one message durably. A locked database is retried (3 attempts, short backoff), then raised.
@@ -150,11 +151,14 @@ def message_append(
 
     `created_at` backfills history: an aware time, not before the conversation's newest message (the
     window is in time order) and at most five minutes past now. Default: now.
+
+    `chat_type` (direct, group, channel), when given, becomes the conversation's (`chat_type_set`).
     """
     key = ConversationKey.parse(conversation)
     owner_id = owner_id or conf.memory.owner_id
     _check_agent(agent_id)
     _validate(role, content, kind, trust, owner_id)
+    _check_chat_type(chat_type)
     if created_at is not None:
         _check_time(created_at)
         created_at = created_at.astimezone(UTC)
@@ -162,7 +166,33 @@ def message_append(
         agent_id=agent_id, owner_id=owner_id, sender=sender[:256], role=role, kind=kind, trust=trust,
         content=content, metadata=metadata or {}, created_at=created_at, **key.filter(),
     )
-    return retry_when_locked(lambda: _append_once(agent_id, key, fields, also), f"message append on {agent_id}/{key}")
+    def then(message: Message) -> None:
+        if chat_type is not None:
+            chat_type_set(agent_id=agent_id, key=key, chat_type=chat_type)
+        if also is not None:
+            also(message)
+
+    return retry_when_locked(lambda: _append_once(agent_id, key, fields, then), f"message append on {agent_id}/{key}")
+
+
+def _check_chat_type(chat_type: str | None) -> None:
+    if chat_type is not None and chat_type not in ChatType.values:
+        raise ConversationError("invalid_chat_type", f"chat_type must be one of {', '.join(ChatType.values)}, "
+                                                     f"got {chat_type!r}")
+
+
+def chat_type_set(*, agent_id: str, key: ConversationKey, chat_type: str) -> None:
+    """The conversation's chat type as a message, commit or turn states it (the latest statement wins);
+    one UPDATE, only when it changes. The conversation must exist."""
+    _check_chat_type(chat_type)
+    Conversation.objects.filter(agent_id=agent_id, key=str(key)).exclude(chat_type=chat_type).update(
+        chat_type=chat_type)
+
+
+def chat_type_of(*, agent_id: str, key: ConversationKey) -> str:
+    """The conversation's chat type; `direct` for a conversation not seen yet."""
+    found = Conversation.objects.filter(agent_id=agent_id, key=str(key)).values_list("chat_type", flat=True).first()
+    return found or ChatType.DIRECT
 
 
 def retry_when_locked(write: Callable[[], T], what: str) -> T:
@@ -227,20 +257,17 @@ def _write_through(agent_id: str, key: ConversationKey, message: Message, new_ge
 def _load_window(agent_id: str, key: ConversationKey) -> tuple[Message, ...]:
     """The whole current window: pinned system messages, the latest checkpoint summary, then every
     message after the window start (the newest `max_conversation_history` of them when that is set)."""
-    conversation = (Conversation.objects.filter(agent_id=agent_id, key=str(key))
-                    .only("window_start_id", "checkpoint_message_id", "pinned_message_ids").first())
-    if conversation is None:
+    loaded = queries.window_load(agent_id, key)
+    if loaded is None:
         return ()
-    pinned_ids = sorted(conversation.pinned_message_ids or [])
-    head_ids = [*pinned_ids, *([conversation.checkpoint_message_id] if conversation.checkpoint_message_id else [])]
-    start = conversation.window_start_id
-    found = queries.window_messages(agent_id, key, start, head_ids)
+    window, found = loaded
+    pinned_ids, start = sorted(window.pinned_ids), window.start_id
     head = {m.id: m for m in found}
     rows = sorted((m for m in found if m.id >= start and m.kind != "checkpoint"), key=lambda m: (m.created_at, m.id))
     bound = conf.memory.max_conversation_history
     if bound is not None:
         rows = rows[-bound:]
-    checkpoint = head.get(conversation.checkpoint_message_id)
+    checkpoint = head.get(window.checkpoint_id)
     return tuple(head[i] for i in pinned_ids if i in head) + ((checkpoint,) if checkpoint else ()) + tuple(rows)
 
 

@@ -19,6 +19,17 @@ class Trust(models.TextChoices):
     GUEST = "guest"
 
 
+APPROVAL_PENDING = "pending"
+
+
+class ChatType(models.TextChoices):
+    """Who is in the chat: the owner alone with the assistant, or other people too."""
+
+    DIRECT = "direct"
+    GROUP = "group"
+    CHANNEL = "channel"
+
+
 class Category(models.TextChoices):
     IDENTITY = "identity"
     PREFERENCE = "preference"
@@ -55,6 +66,8 @@ class Conversation(models.Model):
     chat_id = models.CharField(max_length=256)
     thread_scope = models.CharField(max_length=256, default="root")
     owner_id = models.CharField(max_length=64, default="default")
+    # As the latest message, commit or turn that said it; decides whether USER.md is shown (memory.prompt).
+    chat_type = models.CharField(max_length=16, choices=ChatType.choices, default=ChatType.DIRECT)
     # Messages with a smaller id have left the window (compacted or cleared) but are never deleted.
     window_start_id = models.BigIntegerField(default=0)
     checkpoint_message = models.ForeignKey(
@@ -152,6 +165,9 @@ class Memory(models.Model):
     archived_at = models.DateTimeField(null=True, blank=True)
     archived_by = models.CharField(max_length=200, blank=True, default="")
     archive_reason = models.TextField(blank=True, default="")
+    # A directive the reviewer proposed with `directive_approval` on: {"state": "pending" | "approved" |
+    # "rejected", "op": "add" | "replace" | "archive", "value", "category", "reason", "by", "at"}.
+    approval = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -189,6 +205,11 @@ class Memory(models.Model):
     def is_archived(self) -> bool:
         return self.archived_at is not None
 
+    @property
+    def pending(self) -> dict | None:
+        """The change waiting for the owner's approval (`memory.rows.memory_propose`), or None."""
+        return self.approval if self.approval and self.approval.get("state") == APPROVAL_PENDING else None
+
     def __str__(self):
         return f"#{self.pk} {self.category or self.scope_type}:{self.key}"
 
@@ -203,6 +224,9 @@ class MemoryEvent(models.Model):
         RESTORE = "restore"
         RESAVE = "resave"  # an archived key written again: restored with the new value
         REVERT = "revert"  # put back as it was before a review run (undo)
+        PROPOSE = "propose"  # a directive change waiting for the owner (directive_approval)
+        APPROVE = "approve"  # the owner approved it: applied
+        REJECT = "reject"  # the owner rejected it (or its review run was undone): nothing changed
 
     memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="events")
     action = models.CharField(max_length=16, choices=Action.choices)
@@ -215,6 +239,8 @@ class MemoryEvent(models.Model):
     run = models.ForeignKey("ReviewRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="events",
                             help_text="the review run that made the change")
     reason = models.TextField(blank=True, default="")
+    message_ids = models.JSONField(default=list, blank=True,
+                                   help_text="the messages the change came from, when its writer named them")
     created_at = models.DateTimeField()
 
     class Meta:
@@ -300,7 +326,10 @@ class ReviewOperation(models.Model):
     index = models.IntegerField()
     op = models.CharField(max_length=16)
     status = models.CharField(max_length=16)  # applied, skipped
+    code = models.CharField(max_length=40, blank=True, default="")  # why it was skipped: `unchanged`, `question`, …
     reason = models.TextField(blank=True, default="")
+    notes = models.JSONField(default=list, blank=True)  # [{code, detail}]: repairs and ignored ids of an operation
+    message_ids = models.JSONField(default=list, blank=True)  # the batch's messages the operation came from
     memory = models.ForeignKey(Memory, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     action = models.CharField(max_length=16, blank=True, default="")  # the row change: add, replace, resave, …
     proposed = models.JSONField(default=dict)

@@ -19,7 +19,8 @@ class LineSource:
     memory: Memory | None = None
     event: MemoryEvent | None = None
     run: ReviewRun | None = None
-    message_ids: list[int] = field(default_factory=list)
+    message_ids: list[int] = field(default_factory=list)  # the messages that said it, when they are known
+    message_range: tuple[int, int] | None = None  # else the review's batch: "from messages #a–#b"
     note: str = ""
 
     @property
@@ -28,6 +29,30 @@ class LineSource:
         record it."""
         parts = self.memory.session_id.split(":") if self.memory else []
         return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
+
+
+def cited_messages(memory: Memory | None, event: MemoryEvent | None) -> list[int]:
+    """The messages a row's value came from: those its writing event names, else its source message."""
+    if event is not None and event.message_ids:
+        return list(event.message_ids)
+    return [memory.source_message_id] if memory is not None and memory.source_message_id else []
+
+
+def batch_range(run: ReviewRun | None) -> tuple[int, int] | None:
+    """The first and last message a review run read: where a fact came from when its messages are unknown."""
+    ids = list(run.input_message_ids) if run is not None else []
+    return (min(ids), max(ids)) if ids else None
+
+
+def messages_label(message_ids: list[int], run: ReviewRun | None) -> str:
+    """`from message #3`, `from messages #3, #5`, or the run's batch `from messages #1–#9` ('' for neither)."""
+    if message_ids:
+        plural = "s" if len(message_ids) > 1 else ""
+        return f"from message{plural} " + ", ".join(f"#{i}" for i in message_ids)
+    span = batch_range(run)
+    if span is None:
+        return ""
+    return f"from message #{span[0]}" if span[0] == span[1] else f"from messages #{span[0]}\u2013#{span[1]}"
 
 
 def _matches(row: Memory, line: str) -> bool:
@@ -79,9 +104,8 @@ def line_sources(*, agent_id: str, resource_type: str, content: str) -> list[Lin
             out.append(source)
             continue
         source.memory, source.event, source.run = row, event, event.run if event else None
-        ids = list(source.run.input_message_ids) if source.run else []
-        if row.source_message_id and row.source_message_id not in ids:
-            ids.append(row.source_message_id)
-        source.message_ids = ids
+        source.message_ids = cited_messages(row, event)
+        if not source.message_ids:
+            source.message_range = batch_range(source.run)
         out.append(source)
     return out

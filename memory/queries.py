@@ -60,17 +60,62 @@ def insert_message(message: Message) -> Message:
     return message
 
 
-def window_messages(agent_id: str, key, start_id: int, head_ids: list[int]) -> list[Message]:
-    """A conversation's messages from `start_id` on (checkpoints left out) and the messages `head_ids`
-    names, in no order: one statement, served by `messages_window_idx` from the window's start, where the
-    ORM's three cost twice as much (docs/performance.md)."""
-    sql = (f'SELECT * FROM "{_MESSAGES}" WHERE ("agent_id" = %s AND "channel" = %s AND "chat_id" = %s '
-           'AND "thread_scope" = %s AND "id" >= %s AND "kind" <> %s)')
-    params = [agent_id, key.channel, key.chat_id, key.thread_scope, start_id, "checkpoint"]
-    if head_ids:
-        sql += f' OR "id" IN ({", ".join(["%s"] * len(head_ids))})'
-        params += list(head_ids)
-    return list(Message.objects.raw(sql, params))
+class WindowHead(NamedTuple):
+    """What a conversation's row says about its window."""
+
+    start_id: int
+    checkpoint_id: int | None
+    pinned_ids: list[int]
+
+
+_PINNED = Conversation._meta.get_field("pinned_message_ids")
+_MESSAGE_FIELDS = Message._meta.concrete_fields
+_MESSAGE_COLUMNS = ", ".join(f'"{field.column}"' for field in _MESSAGE_FIELDS)
+_WINDOW = (f'SELECT {_MESSAGE_COLUMNS} FROM "{_MESSAGES}" WHERE ("agent_id" = %s AND "channel" = %s '
+           'AND "chat_id" = %s AND "thread_scope" = %s AND "id" >= %s AND "kind" <> %s)')
+
+
+def window_load(agent_id: str, key) -> tuple[WindowHead, list[Message]] | None:
+    """A conversation's window head and its messages from the window start on (checkpoints left out)
+    with the pinned messages and the checkpoint, in no order; None when there is no conversation.
+
+    Two statements, the second served by `messages_window_idx` from the window's start. Every uncached
+    window read runs this; the ORM's building of the conversation query and its instances for ~50 rows
+    cost three times the statements (docs/performance.md), so the rows are converted by the fields' own
+    database converters and made into instances with `Message.from_db`."""
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT "window_start_id", "checkpoint_message_id", "pinned_message_ids" FROM '
+                       f'"{_CONVERSATIONS}" WHERE "agent_id" = %s AND "key" = %s', [agent_id, str(key)])
+        found = cursor.fetchone()
+        if found is None:
+            return None
+        head = WindowHead(found[0], found[1], list(_PINNED.from_db_value(found[2], None, connection) or []))
+        head_ids = [*head.pinned_ids, *([head.checkpoint_id] if head.checkpoint_id else [])]
+        sql, params = _WINDOW, [agent_id, key.channel, key.chat_id, key.thread_scope, head.start_id, "checkpoint"]
+        if head_ids:
+            sql += f' OR "id" IN ({", ".join(["%s"] * len(head_ids))})'
+            params += head_ids
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return head, [Message.from_db(connection.alias, None, values) for values in _converted(rows)]
+
+
+def _converted(rows: list[tuple]) -> list[list]:
+    """The rows' values as the ORM would hand them to the model: each field's converters, the
+    database's (SQLite's text datetimes made aware) and the field's own (JSON decoded), applied in order."""
+    converters = []
+    for index, field in enumerate(_MESSAGE_FIELDS):
+        functions = connection.ops.get_db_converters(field.get_col(_MESSAGES)) + field.get_db_converters(connection)
+        if functions:
+            converters.append((index, field, functions))
+    out = []
+    for row in rows:
+        values = list(row)
+        for index, field, functions in converters:
+            for function in functions:
+                values[index] = function(values[index], field, connection)
+        out.append(values)
+    return out
 
 
 class SectionRow(NamedTuple):

@@ -21,8 +21,8 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from fermix_site.conf import conf
-from memory import review_ops
-from memory.admission import Writer
+from memory import review_ops, review_parse
+from memory.admission import PROPOSED, Writer
 from memory.conversations import ConversationKey
 from memory.errors import CodedError
 from memory.models import Conversation, Message, ReviewOperation, ReviewRun, ReviewState, Role, Trust
@@ -33,7 +33,7 @@ from memory.prompt_files import (
     prompt_files_rebuild_after_commit,
     render_files,
 )
-from memory.rows import conversation_source, memory_archive, memory_revert
+from memory.rows import conversation_source, memory_archive, memory_decide, memory_revert
 from providers.chain import chat
 from providers.errors import ProviderError
 
@@ -80,6 +80,9 @@ def _result(key: str, status: str, reason: str = "", run: ReviewRun | None = Non
         "ops_added": run.ops_added if run else 0, "ops_replaced": run.ops_replaced if run else 0,
         "ops_archived": run.ops_archived if run else 0, "ops_skipped": run.ops_skipped if run else 0,
         "input_messages": run.input_messages if run else 0, "input_tokens": run.input_tokens if run else 0,
+        "run_id": run.id if run else None,
+        # Why operations were skipped, by code (`docs/reviewer.md`, Skip codes): one query, only when some were.
+        "skipped_by_code": review_ops.skipped_by_code([run.id]).get(run.id, {}) if run and run.ops_skipped else {},
     }
 
 
@@ -178,7 +181,7 @@ def review_conversation(*, agent_id: str, conversation: str | ConversationKey, f
         return _result(str(key), SKIPPED, "already_running")
     try:
         _run(run, key, state, token, packed)
-    except (ProviderError, review_ops.UnparseableOutput, DatabaseError, ValueError) as exc:
+    except (ProviderError, review_parse.UnparseableOutput, DatabaseError, ValueError) as exc:
         logger.warning("review of %s/%s failed: %s", agent_id, key, exc)
         _release_failed(state, token, run, f"{type(exc).__name__}: {exc}")
         run.refresh_from_db()
@@ -196,11 +199,12 @@ def _run(run: ReviewRun, key: ConversationKey, state: ReviewState, token: str, p
                   max_tokens=MAX_OUTPUT_TOKENS, temperature=0)
     # Recorded with the run's outcome: by _commit, or by _release_failed when the answer is refused.
     run.model_call_id, run.output = answer.call_id, answer.text[:20000]
-    operations = review_ops.parse_output(answer.text)
+    operations = review_parse.parse_output(answer.text)
     trust = Trust.OPERATOR if all(m.trust == Trust.OPERATOR for m in packed.messages) else Trust.GUEST
     writer = Writer(kind="reviewer", agent_id=agent_id, owner_id=run.owner_id, trust=trust, conversation=key,
                     actor_id=f"run:{run.id}", run_id=run.id)
-    applied = _commit(run, state, token, writer, operations, packed)
+    batch = review_ops.prepare(operations, writer=writer, message_ids=run.input_message_ids, rows=rows)
+    applied = _commit(run, state, token, writer, operations, packed, batch)
     if applied.memory_ids:
         # A file none of the changed rows renders into renders as it did for the model: the rebuild
         # reuses that rendering unless someone else changed the agent's rows meanwhile.
@@ -227,7 +231,8 @@ RUN_OUTCOME = ["model_call_id", "output", "status", "reason", "ops_added", "ops_
                "ops_skipped", "cursor_after", "finished_at"]
 
 
-def _commit(run: ReviewRun, state: ReviewState, token: str, writer: Writer, operations, packed):
+def _commit(run: ReviewRun, state: ReviewState, token: str, writer: Writer, operations, packed,
+            batch: review_ops.Batch):
     """Everything a review writes, in one transaction that first re-checks the claim."""
     last_id = packed.messages[-1].id
     now = timezone.now()
@@ -240,7 +245,7 @@ def _commit(run: ReviewRun, state: ReviewState, token: str, writer: Writer, oper
         if released != 1:
             raise ValueError("the review's claim expired and was taken by another worker; nothing applied")
         source = conversation_source(writer.agent_id, writer.conversation)
-        applied = review_ops.apply_operations(run, writer, operations or [], source, last_id)
+        applied = review_ops.apply_operations(run, writer, operations or [], source, batch)
         run.status = status
         run.reason = "" if operations is not None else "the model found nothing to save"
         run.ops_added, run.ops_replaced, run.ops_archived = applied.added, applied.replaced, applied.archived
@@ -305,7 +310,9 @@ class UndoError(CodedError):
 def _undo_one(operation: ReviewOperation, actor: str, run_id: int) -> None:
     reason = f"undo of review run {run_id}"
     row = operation.memory
-    if operation.before_archived is None:  # the run created the row: archive it
+    if operation.action == PROPOSED:  # withdrawn: the change it waits with is rejected
+        memory_decide(memory_id=row.id, approve=False, actor_id=actor, reason=reason)
+    elif operation.before_archived is None:  # the run created the row: archive it
         memory_archive(memory_id=row.id, archived_by=actor, reason=reason, actor_type="operator", actor_id=actor)
     else:
         memory_revert(memory_id=row.id, value=operation.before_value, category=operation.before_category,
@@ -316,6 +323,8 @@ def _changed_since(operation: ReviewOperation) -> bool:
     row = operation.memory
     if row is None:
         return True
+    if operation.action == PROPOSED:  # the owner decided meanwhile
+        return row.pending is None
     archived_after = operation.action == "archive"
     return row.value != operation.after_value or (row.archived_at is not None) != archived_after
 

@@ -14,7 +14,15 @@ from django.utils import timezone
 from fermix_site import generations
 from fermix_site.conf import valid_id
 from memory.errors import CodedError
-from memory.models import Category, Memory, MemoryEvent, MemorySource, ScopeType, memories_generation
+from memory.models import (
+    APPROVAL_PENDING,
+    Category,
+    Memory,
+    MemoryEvent,
+    MemorySource,
+    ScopeType,
+    memories_generation,
+)
 from memory.prompt_files import promote_target_for
 from memory.vectors import forget_memory_vectors, queue_embedding
 
@@ -70,7 +78,7 @@ def _validate_row(*, agent_id, owner_id, scope_type, scope_id, key, category, co
 
 
 def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: str, actor_id: str, reason: str,
-           run_id: int | None = None):
+           run_id: int | None = None, message_ids: list[int] | None = None):
     if action != MemoryEvent.Action.ADD:  # a changed, archived or restored row is embedded again, if live
         forget_memory_vectors([memory.id], memory.agent_id)
     if memory.archived_at is None:
@@ -86,8 +94,15 @@ def _event(memory: Memory, action: str, *, before: Memory | None, actor_type: st
         actor_id=str(actor_id)[:200],
         run_id=run_id,
         reason=reason or "",
+        message_ids=list(message_ids or []),
         created_at=timezone.now(),
     )
+
+
+def same_content(memory: Memory, value: str, category: str | None) -> bool:
+    """Would writing `value` (and `category`, None: kept) to this live row change nothing?"""
+    return (not memory.is_archived and memory.value == value.strip()
+            and (category is None or category == memory.category))
 
 
 def _snapshot(memory: Memory) -> Memory:
@@ -111,6 +126,7 @@ def memory_upsert(
     session_id: str = "",
     run_id: int | None = None,
     source_message_id: int | None = None,
+    message_ids: list[int] | None = None,
 ) -> tuple[Memory, str]:
     """Write a row by its unique key. Returns (row, action) with action add, replace, resave or unchanged.
 
@@ -142,7 +158,7 @@ def memory_upsert(
             )
             action, before = MemoryEvent.Action.ADD, None
         else:
-            if not existing.is_archived and existing.value == value and existing.category == category:
+            if same_content(existing, value, category):
                 return existing, "unchanged"
             before = _snapshot(existing)
             action = MemoryEvent.Action.RESAVE if existing.is_archived else MemoryEvent.Action.REPLACE
@@ -154,7 +170,8 @@ def memory_upsert(
                 setattr(existing, name, field_value)
             existing.save()
             memory = existing
-        _event(memory, action, before=before, actor_type=actor_type, actor_id=actor_id, reason=reason, run_id=run_id)
+        _event(memory, action, before=before, actor_type=actor_type, actor_id=actor_id, reason=reason, run_id=run_id,
+               message_ids=message_ids)
         generations.bump(memories_generation(agent_id))
     return memory, str(action)
 
@@ -184,8 +201,14 @@ def memory_replace(
     actor_id: str = "",
     reason: str = "",
     run_id: int | None = None,
+    source_message_id: int | None = None,
+    message_ids: list[int] | None = None,
 ) -> Memory:
-    """Correct an existing, non-archived row in place (the reviewer's `replace`, the tools' id+value)."""
+    """Correct an existing, non-archived row in place (the reviewer's `replace`, the tools' id+value).
+
+    A correction that changes nothing (the same value and category) writes nothing: no event, no
+    generation step, so no prompt-file revision either.
+    """
     value = validate_value(value)
     if category is not None and category not in Category.values:
         raise MemoryRowError("invalid_category", f"category must be one of {', '.join(Category.values)}")
@@ -193,6 +216,8 @@ def memory_replace(
         memory = _locked(memory_id)
         if memory.is_archived:
             raise MemoryRowError("archived", f"memory row {memory_id} is archived; restore it first")
+        if same_content(memory, value, category):
+            return memory
         before = _snapshot(memory)
         memory.value = value
         if category is not None:
@@ -200,16 +225,18 @@ def memory_replace(
         memory.updated_at = timezone.now()
         if run_id:
             memory.run_id = run_id
+        if source_message_id:
+            memory.source_message_id = source_message_id
         memory.save()
         _event(memory, MemoryEvent.Action.REPLACE, before=before, actor_type=actor_type, actor_id=actor_id,
-               reason=reason, run_id=run_id)
+               reason=reason, run_id=run_id, message_ids=message_ids)
         generations.bump(memories_generation(memory.agent_id))
     return memory
 
 
 def memory_archive(
     *, memory_id: int, archived_by: str, reason: str = "", actor_type: str = "operator", actor_id: str = "",
-    run_id: int | None = None,
+    run_id: int | None = None, message_ids: list[int] | None = None,
 ) -> Memory:
     """Archive a row (kept, restorable); archiving an archived row is refused as `already_archived`."""
     with transaction.atomic():
@@ -221,7 +248,7 @@ def memory_archive(
         memory.archived_by, memory.archive_reason = archived_by[:200], reason or ""
         memory.save(update_fields=["archived_at", "archived_by", "archive_reason", "updated_at"])
         _event(memory, MemoryEvent.Action.ARCHIVE, before=before, actor_type=actor_type,
-               actor_id=actor_id or archived_by, reason=reason, run_id=run_id)
+               actor_id=actor_id or archived_by, reason=reason, run_id=run_id, message_ids=message_ids)
         generations.bump(memories_generation(memory.agent_id))
     return memory
 
@@ -263,6 +290,114 @@ def memory_revert(
                reason=reason)
         generations.bump(memories_generation(memory.agent_id))
     return memory
+
+
+# --- directives waiting for the owner (`[fermix_core.memory] directive_approval`) -----------------------
+
+PROPOSED_BY = "approval"  # `archived_by` of a proposed row that waits: kept out of the files and recall
+WAITING = "waiting for the owner's approval"
+
+
+def memory_propose(*, op: str, agent_id: str, owner_id: str, scope_type: str, scope_id: str, key: str = "",
+                   value: str = "", category: str = "", memory_id: int | None = None, reason: str = "",
+                   actor_type: str, actor_id: str = "", run_id: int | None = None,
+                   source: MemorySource | None = None, message_ids: list[int] | None = None) -> Memory:
+    """Record a change that waits for the owner instead of making it: `add` (by key), `replace` or
+    `archive` (by id). A new row waits archived, so nothing renders or recalls it; a live row keeps its
+    value, and the proposal, until the owner decides (`memory_decide`). A second proposal for the same
+    row takes the place of the first. Each proposal is a `propose` event of the row's history."""
+    with transaction.atomic():
+        if op == "add":
+            value = validate_value(value)
+            memory = memory_by_key(agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id,
+                                   key=key, lock=True)
+            if memory is None or memory.is_archived:
+                return _propose_row(memory, agent_id=agent_id, owner_id=owner_id, scope_type=scope_type,
+                                    scope_id=scope_id, key=key, value=value, category=category, source=source,
+                                    event=dict(actor_type=actor_type, actor_id=actor_id, reason=reason,
+                                               run_id=run_id, message_ids=message_ids))
+            memory_id, op = memory.id, "replace"  # the key's live row: a change of it
+        memory = _locked(memory_id)
+        if memory.is_archived:
+            raise MemoryRowError("archived", f"memory row {memory_id} is archived; restore it first")
+        proposal = {"state": APPROVAL_PENDING, "op": op}
+        if op == "replace":
+            proposal |= {"value": validate_value(value), "category": category or memory.category}
+        else:
+            proposal["reason"] = reason
+        memory.approval = proposal
+        memory.save(update_fields=["approval"])
+        _proposal_event(memory, proposal.get("value", memory.value), proposal.get("category", memory.category),
+                        actor_type=actor_type, actor_id=actor_id, reason=reason, run_id=run_id,
+                        message_ids=message_ids)
+        generations.bump(memories_generation(memory.agent_id))
+    return memory
+
+
+def _propose_row(memory: Memory | None, *, agent_id, owner_id, scope_type, scope_id, key, value, category, source,
+                 event: dict) -> Memory:
+    """A row for a new key, or the key's archived row, waiting archived with the proposed value."""
+    now = timezone.now()
+    if memory is None:
+        memory = Memory(agent_id=agent_id, owner_id=owner_id, scope_type=scope_type, scope_id=scope_id, key=key.strip(),
+                        created_at=now, source=source, source_type=source.source_type if source else "",
+                        source_name=source.name if source else "")
+    before = None if memory.pk is None else _snapshot(memory)
+    memory.value, memory.category, memory.promote_target = value, category, promote_target_for(category)
+    memory.archived_at, memory.archived_by, memory.archive_reason = now, PROPOSED_BY, WAITING
+    memory.approval, memory.updated_at = {"state": APPROVAL_PENDING, "op": "add"}, now
+    memory.save()
+    _proposal_event(memory, value, category, before=before, **event)
+    generations.bump(memories_generation(agent_id))
+    return memory
+
+
+def _proposal_event(memory: Memory, value: str, category: str, *, before: Memory | None = None, actor_type: str,
+                    actor_id: str, reason: str, run_id: int | None, message_ids: list[int] | None) -> None:
+    shown = before if before is not None else (memory if memory.approval.get("op") != "add" else None)
+    MemoryEvent.objects.create(
+        memory=memory, action=MemoryEvent.Action.PROPOSE, before_value=shown.value if shown else None,
+        after_value=None if memory.approval.get("op") == "archive" else value,
+        before_category=shown.category if shown else "", after_category=category, actor_type=actor_type,
+        actor_id=str(actor_id)[:200], run_id=run_id,
+        reason=(f"{memory.approval['op']} proposed, {WAITING}" + (f": {reason}" if reason else "")),
+        message_ids=list(message_ids or []), created_at=timezone.now())
+
+
+def memory_decide(*, memory_id: int, approve: bool, actor_id: str, reason: str = "") -> Memory:
+    """The owner's decision on a pending change: approved, it is made (the row added, corrected or
+    archived); rejected, nothing changes (a proposed new row stays archived). Either way an `approve` or
+    `reject` event records it and the row's `approval` keeps who decided and when."""
+    with transaction.atomic():
+        memory = _locked(memory_id)
+        pending = memory.pending
+        if pending is None:
+            raise MemoryRowError("not_pending", f"memory row {memory_id} has no change waiting for approval")
+        before, now = _snapshot(memory), timezone.now()
+        if approve and pending["op"] == "add":
+            memory.archived_at, memory.archived_by, memory.archive_reason = None, "", ""
+        elif approve and pending["op"] == "replace":
+            memory.value, memory.category = pending["value"], pending["category"]
+            memory.promote_target = promote_target_for(memory.category)
+        elif approve:
+            memory.archived_at, memory.archived_by = now, actor_id[:200]
+            memory.archive_reason = pending.get("reason") or "archive approved"
+        elif pending["op"] == "add":
+            memory.archive_reason = "rejected" + (f": {reason}" if reason else "")
+        memory.approval = {**pending, "state": "approved" if approve else "rejected", "by": actor_id[:200],
+                           "at": now.isoformat()}
+        memory.updated_at = now
+        memory.save()
+        _event(memory, MemoryEvent.Action.APPROVE if approve else MemoryEvent.Action.REJECT, before=before,
+               actor_type="operator", actor_id=actor_id, reason=reason or f"{pending['op']} "
+               + ("approved" if approve else "rejected"))
+        generations.bump(memories_generation(memory.agent_id))
+    return memory
+
+
+def memory_pending(*, agent_id: str) -> QuerySet[Memory]:
+    """The agent's rows with a change waiting for the owner, oldest first."""
+    return Memory.objects.filter(agent_id=agent_id, approval__state=APPROVAL_PENDING).order_by("updated_at", "id")
 
 
 def memory_list(

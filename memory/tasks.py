@@ -7,7 +7,7 @@ from memory.compactor import WINDOW_MOVED, CompactionError, compact
 from memory.models import Memory
 from memory.prompt_files import prompt_files_rebuild
 from memory.reviewer import review_conversation
-from memory.vectors import embed_pending
+from memory.vectors import embed_pass
 
 
 def rebuild_prompt_files_all():
@@ -43,6 +43,9 @@ def compact_conversation_task(agent_id: str, conversation_key: str, context_wind
 
 
 def embed_pending_task(agent_id: str | None = None):
-    """Embed the messages and memory rows that have no vector under the current model yet."""
-    done = embed_pending(agent_id=agent_id)
-    return {"messages": done.messages, "memories": done.memories, "batches": done.batches}
+    """Embed the messages and memory rows that have no vector under the current model yet: one pass of
+    at most `vectors.PASS_S`, or nothing when another worker's pass is running."""
+    done = embed_pass(agent_id=agent_id)
+    if done is None:
+        return {"skipped": "another embedding pass holds the lease"}
+    return {"messages": done.messages, "memories": done.memories, "batches": done.batches, "more": done.more}

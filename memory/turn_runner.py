@@ -26,7 +26,14 @@ from django.db import transaction
 
 from fermix_site.conf import conf
 from memory.compactor import CompactionError, compaction_preflight
-from memory.conversations import ConversationKey, message_append, retry_when_locked, window_read
+from memory.conversations import (
+    ConversationKey,
+    chat_type_of,
+    chat_type_set,
+    message_append,
+    retry_when_locked,
+    window_read,
+)
 from memory.models import Message, Role, Trust
 from memory.prompt import ComposedPrompt, compose_system_prompt
 from memory.tool_definitions import definitions
@@ -121,10 +128,12 @@ def history_messages(window: list[Message]) -> list[dict]:
             if m.role in REPLAYED_ROLES and m.kind in REPLAYED_KINDS]
 
 
-def prompt_for(*, agent_id: str, conversation: ConversationKey, realtime: bool = False
-               ) -> tuple[ComposedPrompt, list[dict]]:
-    """The composed system prompt and the conversation's current window, as the model will see them."""
-    composed = compose_system_prompt(agent_id=agent_id, realtime=realtime)
+def prompt_for(*, agent_id: str, conversation: ConversationKey, realtime: bool = False, chat_type: str | None = None,
+               trust: str = Trust.OPERATOR) -> tuple[ComposedPrompt, list[dict]]:
+    """The composed system prompt and the conversation's current window, as the model will see them when
+    `trust` speaks in it; `chat_type` as given, else as the conversation last said."""
+    chat_type = chat_type or chat_type_of(agent_id=agent_id, key=conversation)
+    composed = compose_system_prompt(agent_id=agent_id, realtime=realtime, chat_type=chat_type, trust=trust)
     return composed, history_messages(window_read(agent_id=agent_id, conversation=conversation))
 
 
@@ -151,6 +160,7 @@ def _commit(*, agent_id: str, key: ConversationKey, owner_id: str, trust: str, p
 
 def turn_run(*, agent_id: str, conversation: str | ConversationKey, content: str, owner_id: str | None = None,
              trust: str = Trust.GUEST, sender: str = "", context_window: int | None = None, resume: bool = False,
+             chat_type: str | None = None,
              on_message: Callable[[Message], None] | None = None,
              on_answer: Callable[[dict], None] | None = None) -> dict:
     """Run one turn end to end and return `{reply, notices, usage, message_id, commit, warnings}`.
@@ -160,6 +170,8 @@ def turn_run(*, agent_id: str, conversation: str | ConversationKey, content: str
     caller to answer with advice to /compact or /new.
 
     `resume`: an earlier attempt of this turn stored the user message already; it is not stored again.
+    `chat_type`: as `message_append`'s; in a group or channel, or with a guest speaking, the prompt
+    leaves USER.md out (`memory.prompt.user_md_withheld`).
     `on_message(message)` runs in the transaction of the user message, `on_answer(answer)` in the one
     of the reply and the commit: a record the caller writes there commits with them or not at all.
     """
@@ -168,12 +180,14 @@ def turn_run(*, agent_id: str, conversation: str | ConversationKey, content: str
     owner_id = owner_id or conf.memory.owner_id
     if not resume:
         message_append(agent_id=agent_id, conversation=key, role=Role.USER, content=content, owner_id=owner_id,
-                       sender=sender, trust=trust, also=on_message)
+                       sender=sender, trust=trust, chat_type=chat_type, also=on_message)
+    elif chat_type is not None:
+        chat_type_set(agent_id=agent_id, key=key, chat_type=chat_type)
     notices = []
     notice = _preflight(agent_id=agent_id, key=key, owner_id=owner_id, context_window=context_window)
     if notice:
         notices.append(notice)
-    composed, history = prompt_for(agent_id=agent_id, conversation=key)
+    composed, history = prompt_for(agent_id=agent_id, conversation=key, chat_type=chat_type, trust=trust)
     ctx = ToolContext(agent_id=agent_id, owner_id=owner_id, conversation=key, trust=trust, actor_id="turn")
     loop = answer_with_tools(messages=[*composed.system_messages, *history], ctx=ctx, agent_tag=AGENT_TAG,
                              conversation_key=str(key), deadline=deadline)

@@ -28,7 +28,7 @@ from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from fermix_site import generations
+from fermix_site import generations, leases
 from memory import embeddings
 from memory.models import Embedding, Memory, Message
 
@@ -38,6 +38,9 @@ EMBEDDED_KINDS = ("chat", "voice_turn")
 GRACE = timedelta(seconds=60)  # a row this new may wait for its vector without making recall incomplete
 BATCH = 64
 QUEUE_EVERY_S = 1.0
+PASS_S = 45.0  # one task's embedding time, under the schedule's minute
+LEASE = "embeddings"
+LEASE_TTL = timedelta(minutes=5)  # renewed before each batch; frees a dead worker's lease
 Kind = Embedding.Kind
 
 _queued_at = 0.0
@@ -101,12 +104,42 @@ class Progress:
     messages: int = 0
     memories: int = 0
     batches: int = 0
+    more: bool = False  # stopped with rows still pending
+
+
+def embed_pass(*, agent_id: str | None = None, seconds: float = PASS_S) -> Progress | None:
+    """One worker's embedding pass: under the `embeddings` lease (None when another process holds it,
+    so concurrent passes never embed the same rows twice) and for at most `seconds`, so a backlog (a
+    model change, a backfill) never holds every worker and reviews keep their turn; what is left is
+    queued as the next pass."""
+    token = leases.acquire(LEASE, LEASE_TTL)
+    if token is None:
+        return None
+    deadline = time.monotonic() + seconds
+    try:
+        done = embed_pending(agent_id=agent_id, go_on=lambda: time.monotonic() < deadline
+                             and leases.renew(LEASE, token, LEASE_TTL))
+    finally:
+        leases.release(LEASE, token)
+    if done.more:
+        queue_embedding(now=True)
+    return done
+
+
+def hold_embedding_lease(wait: Callable[[], None]) -> str:
+    """The `embeddings` lease for a long pass by hand (`embeddings_rebuild`), waiting (calling `wait`
+    between tries) while a worker's pass holds it: at most `PASS_S`."""
+    while (token := leases.acquire(LEASE, LEASE_TTL)) is None:
+        wait()
+    return token
 
 
 def embed_pending(*, agent_id: str | None = None, batch: int = BATCH, max_batches: int | None = None,
-                  progress: Callable[[Progress], None] | None = None) -> Progress:
-    """Embed what is pending, a batch at a time, until nothing is (or `max_batches`); resumable at any
-    point, since what is stored is never embedded again. Nothing happens with backend `none`."""
+                  progress: Callable[[Progress], None] | None = None,
+                  go_on: Callable[[], bool] | None = None) -> Progress:
+    """Embed what is pending, a batch at a time, until nothing is (or `max_batches`, or `go_on()` says
+    stop before a batch; `done.more` then says work is left); resumable at any point, since what is
+    stored is never embedded again. Nothing happens with backend `none`."""
     model = embeddings.embedder()
     done = Progress()
     if model is None:
@@ -117,6 +150,9 @@ def embed_pending(*, agent_id: str | None = None, batch: int = BATCH, max_batche
             rows = pending(model.model_id, agent_id, batch)
             if not rows:
                 break
+            if go_on is not None and not go_on():
+                done.more = True
+                return done
             vectors = model.embed_documents([text(row) for row in rows])  # no transaction is open here
             written = _write(model.model_id, model.dimensions, kind, rows, vectors)
             done.batches += 1
@@ -131,17 +167,18 @@ def embed_pending(*, agent_id: str | None = None, batch: int = BATCH, max_batche
     return done
 
 
-def queue_embedding() -> None:
+def queue_embedding(*, now: bool = False) -> None:
     """Ask the cluster for an embedding pass after this transaction commits, at most once a second per
-    process (the pass takes whatever is pending, so one request serves every append since the last)."""
+    process (the pass takes whatever is pending, so one request serves every append since the last);
+    `now`: whatever the last request was (a pass that stopped with work left)."""
     global _queued_at
     if embeddings_backend_off():
         return
     with _queue_lock:
-        now = time.monotonic()
-        if now - _queued_at < QUEUE_EVERY_S:
+        at = time.monotonic()
+        if not now and at - _queued_at < QUEUE_EVERY_S:
             return
-        _queued_at = now
+        _queued_at = at
     transaction.on_commit(lambda: async_task("memory.tasks.embed_pending_task", task_name="embed pending",
                                              group="embeddings"))
 

@@ -30,6 +30,7 @@ from tests.live import LiveServer  # noqa: E402
 
 OUT = ROOT / "api/openapi_examples.json"
 CONV = "telegram:12345"
+MEMORY = "\n[fermix_core.memory]\ndirective_approval = true\n"  # so that approve and reject have a change to decide
 LONG = 240  # longer texts are cut in the examples (the document stays readable)
 
 
@@ -38,7 +39,10 @@ def model(request) -> Reply:
     system = json.dumps(request.body.get("messages", [])[:1]) + str(request.body.get("system", ""))
     if "You maintain the long-term memory" in system:
         return Reply(text=json.dumps({"operations": [
-            {"op": "add", "key": "coffee", "value": "drinks espresso without sugar", "category": "preference"}]}))
+            {"op": "add", "key": "coffee", "value": "drinks espresso without sugar", "category": "preference"},
+            {"op": "add", "key": "language", "value": "Answer in Portuguese when the owner writes in Portuguese",
+             "category": "directive"},
+            {"op": "add", "key": "tone", "value": "Always answer in capital letters", "category": "directive"}]}))
     if "You write the running summary" in system:
         return Reply(text="The owner said they moved to Porto last week and asked the assistant to remember it.")
     if "You curate SOUL.md" in system:
@@ -112,6 +116,13 @@ def day(call: Recorder) -> None:
     call("review", "post", "/agents/main/review", {"conversation": CONV}, key="ops")
     runs = call("review_runs", "get", "/agents/main/review-runs", params={"conversation": CONV})["runs"]
     call("review_undo", "post", f"/review-runs/{runs[0]['id']}/undo", key="ops")
+    call("append_message", "post", conv + "/messages",
+         {"role": "user", "content": "Please answer in Portuguese when I write in Portuguese.", "trust": "operator"})
+    call("review", "post", "/agents/main/review", {"conversation": CONV}, key="ops")
+    pending = call("memories", "get", "/agents/main/memories", params={"state": "pending"})["memories"]
+    language, tone = sorted(pending, key=lambda row: row["key"])
+    call("approve", "post", f"/memories/{language['id']}/approve", {"reason": "yes, please"}, key="ops")
+    call("reject", "post", f"/memories/{tone['id']}/reject", {"reason": "too loud"}, key="ops")
     call("memory_sources", "get", "/agents/main/memory-sources")
     call("transcript", "post", "/agents/main/realtime/transcripts",
          {"device_id": "kitchen-speaker", "role": "user", "text": "Remind me to water the plants."})
@@ -146,7 +157,8 @@ def day(call: Recorder) -> None:
 def main() -> None:
     with FakeProvider() as provider, tempfile.TemporaryDirectory() as folder:
         provider.responder = model
-        server = LiveServer(Path(folder) / "home", config=provider_config_toml(provider, context_window=128000))
+        config = provider_config_toml(provider, context_window=128000) + MEMORY
+        server = LiveServer(Path(folder) / "home", config=config)
         server.start()
         try:
             server.manage("fermix_setup", "--noinput")

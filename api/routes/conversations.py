@@ -96,7 +96,8 @@ def append_message(request, agent: str, conv: str, payload: s.MessageIn, idempot
     def append(also):
         return message_append(agent_id=agent, conversation=key, role=payload.role, content=payload.content,
                               owner_id=payload.owner_id, sender=payload.sender, trust=request.auth.trust(payload.trust),
-                              kind=payload.kind, metadata=payload.metadata, created_at=payload.created_at, also=also)
+                              kind=payload.kind, metadata=payload.metadata, created_at=payload.created_at,
+                              chat_type=payload.chat_type, also=also)
 
     def created(message) -> dict:
         return {"id": message.id, "conversation": message.conversation_key, "created_at": message.created_at}
@@ -121,7 +122,7 @@ def commit(request, agent: str, conv: str, payload: s.CommitIn):
     """The turn was delivered: record its peak, start the background review, check compaction."""
     return turn_commit(agent_id=agent, conversation=str(_key(conv)), owner_id=payload.owner_id,
                        trust=request.auth.trust(payload.trust), peak_prompt_tokens=payload.peak_prompt_tokens,
-                       context_window=payload.context_window)
+                       context_window=payload.context_window, chat_type=payload.chat_type)
 
 
 @router.post(CONV + "/preflight", response=s.PreflightOut, summary="Compact before a turn if needed")
@@ -158,7 +159,7 @@ def turn(request, agent: str, conv: str, payload: s.TurnIn, idempotency_key: ide
     def run(**hooks):
         return turn_run(agent_id=agent, conversation=key, content=payload.content, owner_id=payload.owner_id,
                         trust=request.auth.trust(payload.trust), sender=payload.sender,
-                        context_window=payload.context_window, **hooks)
+                        context_window=payload.context_window, chat_type=payload.chat_type, **hooks)
 
     return idempotency.turn_once(once, run, s.TurnOut)
 
@@ -167,20 +168,27 @@ class PromptQuery(Schema):
     conversation: s.ConversationText | None = None
     owner_id: s.Ident | None = None
     realtime: bool = False
+    chat_type: s.ChatType | None = QField(None, description="default: the conversation's, else `direct`")
+    trust: s.Trust = "guest"
 
 
 @router.get("/agents/{agent}/prompt", response=s.PromptOut, tags=["prompt"], summary="Show the composed prompt")
 def prompt(request, agent: str, query: Query[PromptQuery]):
     """What the model sees: the composed system messages, the conversation's window and the prompt hash.
 
-    USER.md and MEMORY.md render the agent's owner's rows (`owner_id` in the answer), whoever asks.
+    USER.md and MEMORY.md render the agent's owner's rows (`owner_id` in the answer), whoever asks; the
+    prompt is the one a speaker of `trust` sees in a chat of `chat_type` (USER.md left out for guests and
+    outside direct chats, `parts` says so).
     """
+    trust = request.auth.trust(query.trust)
     if query.conversation is not None:
         key = _key(query.conversation)
-        composed, history = prompt_for(agent_id=agent, conversation=key, realtime=query.realtime)
+        composed, history = prompt_for(agent_id=agent, conversation=key, realtime=query.realtime,
+                                       chat_type=query.chat_type, trust=trust)
     else:
         key, history = None, []
-        composed = compose_system_prompt(agent_id=agent, realtime=query.realtime)
+        composed = compose_system_prompt(agent_id=agent, realtime=query.realtime,
+                                         chat_type=query.chat_type or "direct", trust=trust)
     return {"agent_id": agent, "owner_id": conf.memory.owner_id, "conversation": str(key) if key else None,
             "system_messages": list(composed.system_messages), "history": history,
             "prompt_hash": composed.prompt_hash, "parts": list(composed.parts), "usage": composed.usage}

@@ -18,7 +18,7 @@ from memory.models import Memory, MemorySource, ReviewRun, Trust
 from memory.prompt_files import prompt_files_rebuild_after_commit
 from memory.reviewer import review_now
 from memory.reviewer import review_undo as undo
-from memory.rows import memory_archive, memory_history, memory_list, memory_restore
+from memory.rows import memory_archive, memory_decide, memory_history, memory_list, memory_pending, memory_restore
 from memory.search import search_memories
 from memory.tool_definitions import FORMATS, ToolDefinition, definitions
 from memory.tool_definitions import TOOLS as TOOL_DEFINITIONS
@@ -34,7 +34,13 @@ def memory_out(row: Memory) -> dict:
             "scope_type": row.scope_type, "scope_id": row.scope_id, "owner_id": row.owner_id,
             "archived": row.archived_at is not None, "archived_at": row.archived_at,
             "archive_reason": row.archive_reason, "source_type": row.source_type,
+            "state": memory_state(row), "approval": row.approval or None,
             "created_at": row.created_at, "updated_at": row.updated_at}
+
+
+def memory_state(row: Memory) -> str:
+    """`pending` (a change waits for the owner), `archived` or `live`."""
+    return "pending" if row.pending is not None else "archived" if row.archived_at is not None else "live"
 
 
 class ToolsQuery(Schema):
@@ -87,6 +93,9 @@ class MemoryQuery(Schema):
     scope_type: Literal["owner", "agent", "conversation", "job"] | None = None
     archived: Literal["false", "true", "all"] = Field("false", description="live rows, archived rows, or both")
     q: str | None = Field(None, max_length=1000, description="full-text search over keys and values")
+    state: Literal["pending"] | None = Field(None, description="`pending`: only the rows with a change waiting "
+                                                               "for the owner's approval (directive_approval), "
+                                                               "oldest first")
     limit: int = Field(100, ge=1, le=500)
 
 
@@ -97,7 +106,9 @@ ARCHIVED = {"false": False, "true": True, "all": None}
 def memories(request, agent: str, query: Query[MemoryQuery]):
     """List rows newest first, or search them with `q` (best match first)."""
     archived = ARCHIVED[query.archived]
-    if query.q:
+    if query.state == "pending":
+        rows = memory_pending(agent_id=agent)[: query.limit]
+    elif query.q:
         filters = {"agent_id": agent, "owner_id": query.owner_id, "category": query.category,
                    "scope_type": query.scope_type}
         if archived is not None:
@@ -181,6 +192,24 @@ def archive(request, memory_id: int, payload: s.ArchiveIn):
     row = memory_archive(memory_id=row.id, archived_by=request.auth.actor, reason=payload.reason,
                          actor_type="operator", actor_id=request.auth.actor)
     return _rebuilt(row, "api_archive")
+
+
+@router.post("/memories/{memory_id}/approve", response=s.MemoryChangeOut, summary="Approve a waiting directive change")
+def approve(request, memory_id: int, payload: s.DecisionIn):
+    """Approve the change waiting on a row (operator key): made now, the prompt files rebuilt."""
+    return _decide(request, memory_id, payload, approve=True)
+
+
+@router.post("/memories/{memory_id}/reject", response=s.MemoryChangeOut, summary="Reject a waiting directive change")
+def reject(request, memory_id: int, payload: s.DecisionIn):
+    """Reject the change waiting on a row (operator key): nothing changes; the history keeps it."""
+    return _decide(request, memory_id, payload, approve=False)
+
+
+def _decide(request, memory_id: int, payload, *, approve: bool) -> dict:
+    row = _row_for(request, memory_id, "deciding on a pending memory change")
+    row = memory_decide(memory_id=row.id, approve=approve, actor_id=request.auth.actor, reason=payload.reason)
+    return _rebuilt(row, "api_approve" if approve else "api_reject")
 
 
 @router.post("/memories/{memory_id}/restore", response=s.MemoryChangeOut, summary="Restore an archived memory")

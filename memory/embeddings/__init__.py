@@ -24,6 +24,7 @@ import numpy as np
 
 from fermix_site.conf import EmbeddingsConf, conf
 from memory.embeddings.base import EmbeddingError, normalised
+from memory.embeddings.local import BATCH as LOCAL_BATCH
 from memory.embeddings.local import DEFAULT_MODEL, LocalEmbedder
 from memory.embeddings.openai import OpenAIEmbedder
 
@@ -92,7 +93,8 @@ def build(settings: EmbeddingsConf) -> Embedder | None:
         return None
     if settings.backend == "openai":
         return OpenAIEmbedder(settings)
-    return LocalEmbedder(settings.model or DEFAULT_MODEL, threads=settings.threads, batch=settings.batch)
+    return LocalEmbedder(settings.model or DEFAULT_MODEL, threads=settings.threads,
+                         batch=settings.batch or LOCAL_BATCH, cache_dir=conf.home / "cache" / "embeddings")
 
 
 _built: tuple[EmbeddingsConf, Embedder | None] | None = None

@@ -21,6 +21,8 @@ from providers.errors import ProviderError
 from providers.openai import versioned
 from providers.transport import post_json
 
+BATCH = 32  # texts per request unless `batch` says otherwise
+
 
 class OpenAIEmbedder:
     """`POST {base_url}/embeddings` for a configured model."""
@@ -47,7 +49,7 @@ class OpenAIEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self._dimensions or 0), dtype=np.float32)
-        batch = self.settings.batch
+        batch = self.settings.batch or BATCH
         return np.vstack([self._request(texts[start:start + batch]) for start in range(0, len(texts), batch)])
 
     def embed_query(self, text: str) -> np.ndarray:

@@ -27,7 +27,7 @@ MAX_LIMIT = 100
 # A reply often answers without repeating the words of what it answers ("How old is Biscuit?" —
 # "He's a two year old beagle"), so the next messages after each of the best FOLLOWED hits in its
 # conversation join the results at a share of that hit's score (FOLLOW_SHARES: the next, the one after).
-FOLLOWED, FOLLOW_SHARES = 3, (0.6, 0.4)
+FOLLOWED, FOLLOW_SHARES = 5, (0.7, 0.5)
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,15 @@ def passes(query: Query, df: dict[str, float], total: float, scope_df: float | N
     return plan
 
 
+def fallback(query: Query, df: dict[str, float]) -> list[Pass]:
+    """When the plan found nothing in scope: each word alone, the very common ones it skipped too (a word
+    rare elsewhere may be absent here); for a query of stop words only, each of them when every one
+    occurs somewhere. A query whose words are in scope never answers nothing."""
+    if query.require_all and any(df.get(t.stem, 0) <= 0 for t in query.terms):
+        return []
+    return [Pass(((t.word,),), TERM_LIMIT) for t in query.terms]
+
+
 def _singles(terms: list[Term], df: dict[str, float], total: float) -> list[Term]:
     # A term with at most TERM_LIMIT matches is fetched whole by its pass, however small the table.
     rare = [t for t in terms if df[t.stem] <= max(VERY_COMMON * total, TERM_LIMIT)]

@@ -16,6 +16,7 @@ length normalisation from PostgreSQL's own ranking. Every word is a bound parame
 
 from __future__ import annotations
 
+import re
 import time
 
 from django.db import connection
@@ -169,13 +170,24 @@ def _ranked(cursor, corpus, query: Query, ids: list[int], filters: dict, idfs: d
 
 
 def _every_word(cursor, corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]:
-    """Stop words only: the `english` vectors do not hold them, so match words in the text, newest first."""
+    """Stop words only: the `english` vectors do not hold them, so match words in the text, newest first:
+    the rows with all of them, else (when no row has all) those with any, if each word is in one."""
+    rows = _word_rows(cursor, corpus, query, filters, every=True)
+    if not rows:
+        rows = _word_rows(cursor, corpus, query, filters, every=False)
+        patterns = [re.compile(rf"\b{re.escape(t.word)}\b", re.IGNORECASE) for t in query.terms]
+        if not all(any(p.search(text or "") for _, text, _ in rows) for p in patterns):
+            rows = []
+    return rank.rank(query, rows, idfs={}, now=timezone.now(), limit=limit)
+
+
+def _word_rows(cursor, corpus, query: Query, filters: dict, every: bool) -> list[tuple]:
     where, params = where_sql("t", filters)
     text = " || ': ' || ".join(f"t.{c}" for c in corpus.text_columns)
-    words = " AND ".join(f"{text} ~* %s" for _ in query.terms)
-    cursor.execute(f"SELECT t.id, {text}, t.{corpus.time_column} FROM {corpus.table} t WHERE {words} AND {where} "
+    words = (" AND " if every else " OR ").join(f"{text} ~* %s" for _ in query.terms)
+    cursor.execute(f"SELECT t.id, {text}, t.{corpus.time_column} FROM {corpus.table} t WHERE ({words}) AND {where} "
                    f"ORDER BY t.id DESC LIMIT %s", [*(rf"\m{t.word}\M" for t in query.terms), *params, plan.TERM_LIMIT])
-    return rank.rank(query, cursor.fetchall(), idfs={}, now=timezone.now(), limit=limit)
+    return cursor.fetchall()
 
 
 def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]:
@@ -194,6 +206,9 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
                         by_index=_by_index(step, df, max_id, filters))
 
         ids, cut = plan.collect(plan.passes(query, df, max_id), run)
+        if not ids and (fallback := plan.fallback(query, df)):  # the passes apply the filters
+            ids, _ = plan.collect(fallback, run)
+            cut = True  # still nothing: the exhaustive pass
         if cut and len(ids) < limit:
             sql, params = _any(query)
             ids += [i for i in _ids(cursor, corpus, sql, params, filters, EXHAUSTIVE_LIMIT) if i not in set(ids)]

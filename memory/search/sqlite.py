@@ -133,6 +133,9 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
         sizes = {**df, **_frequencies(cursor, mirror, phrase_words, max_id)}
         ids, cut = plan.collect(plan.passes(query, sizes, max_id, scope_df), run)
         docs = _rows(cursor, corpus, ids, filters)
+        if not docs and (fallback := plan.fallback(query, sizes)):
+            ids, _ = plan.collect(fallback, run)
+            docs, cut = _rows(cursor, corpus, ids, filters), True  # still nothing: the exhaustive pass
         if cut and len(docs) < limit:
             seen = {d[0] for d in docs}
             extra = [i for i in _exhaustive(cursor, corpus, mirror, query, filters) if i not in seen]

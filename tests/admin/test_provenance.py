@@ -1,5 +1,6 @@
 """Provenance: from a line of USER.md to its row, the review run or tool that wrote it, and the messages."""
 
+import json
 import re
 
 import pytest
@@ -7,9 +8,12 @@ from django.urls import reverse
 
 from memory.conversations import ConversationKey
 from memory.models import Memory, ReviewRun
+from memory.reviewer import review_conversation
 from memory.rows import memory_replace
 from memory.tools import ToolContext, run_tool
 from resources.models import Resource
+from tests.fakeprovider import Reply, provider_config_toml, use_config
+from tests.personas import say
 
 pytestmark = [pytest.mark.django_db]
 
@@ -88,3 +92,22 @@ def test_a_line_written_by_the_memory_tool_names_the_tool_and_its_conversation(c
     assert f"/admin/memory/memory/{row.id}/change/" in line
     assert "tool: memory_store" in line and "telegram:42:root" in line
     assert "chat_id=42" in line  # a link to the conversation's messages
+
+
+def test_a_line_links_the_message_the_model_cited(console, home, fake_provider):
+    with use_config(provider_config_toml(fake_provider)):
+        said = [say("I work as a marine biologist"), say("nice weather"), say("thanks!")]
+        fake_provider.push(Reply(text=json.dumps({"operations": [
+            {"op": "add", "category": "identity", "key": "job", "value": "works as a marine biologist",
+             "message_ids": [said[0].id]},
+            {"op": "add", "category": "interest", "key": "weather", "value": "enjoys sunny weather"}]})))
+        review_conversation(agent_id="main", conversation="telegram:42", force=True)
+        html = provenance_html(console)
+    cited = re.search(r"<tr>.*?- works as a marine biologist.*?</tr>", html, re.S).group(0)
+    assert re.findall(r"/admin/memory/message/(\d+)/change/", cited) == [str(said[0].id)]
+    uncited = re.search(r"<tr>.*?- enjoys sunny weather.*?</tr>", html, re.S).group(0)
+    assert f"from messages <a href=\"/admin/memory/message/{said[0].id}/change/\">#{said[0].id}</a>" in uncited
+    assert f"#{said[-1].id}</a>" in uncited
+    row = Memory.objects.get(key="weather")
+    page = console.get(reverse("admin:memory_memory_change", args=[row.id])).content.decode()
+    assert f"from messages <a href=\"/admin/memory/message/{said[0].id}/change/\">#{said[0].id}</a>" in page

@@ -63,6 +63,8 @@ ENDPOINTS = [
     ("get", "/agents/main/conversations", None, ANY),
     ("post", "/memories/{live}/archive", {"reason": "stale"}, KEY),
     ("post", "/memories/{archived}/restore", {}, KEY),
+    ("post", "/memories/{live}/approve", {"reason": "yes"}, KEY),  # nothing waits: 409 for who may decide
+    ("post", "/memories/{live}/reject", {"reason": "no"}, KEY),
     ("post", "/agents/main/review", {}, KEY),
     ("get", "/agents/main/review-runs", None, ANY),
     ("post", "/review-runs/{run}/undo", {}, KEY),

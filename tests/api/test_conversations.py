@@ -103,8 +103,8 @@ def test_prompt_shows_the_system_messages_the_window_and_the_hash(home, bot):
     bootstrap_seed(agent_id="main")
     bot.say("hello")
     bot.say("hi there", role="assistant")
-    body = bot.get("/agents/main/prompt", conversation="telegram:42").json()
-    assert body["parts"] == ["IDENTITY.md", "SOUL.md", "FERMIX.md", "memory-context"]
+    body = bot.get("/agents/main/prompt", conversation="telegram:42").json()  # as a guest sees it
+    assert body["parts"] == ["IDENTITY.md", "SOUL.md", "FERMIX.md", "memory-context", "USER.md left out: guest speaker"]
     assert body["system_messages"][-1]["content"].startswith("<memory-context>")
     assert body["history"] == [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"}]
     assert len(body["prompt_hash"]) == 64 and body["owner_id"] == "default"

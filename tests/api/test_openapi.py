@@ -29,6 +29,8 @@ CONTRACT = {
     ("get", "/api/v1/agents/{agent}/conversations"),
     ("post", "/api/v1/memories/{memory_id}/archive"),
     ("post", "/api/v1/memories/{memory_id}/restore"),
+    ("post", "/api/v1/memories/{memory_id}/approve"),
+    ("post", "/api/v1/memories/{memory_id}/reject"),
     ("post", "/api/v1/agents/{agent}/review"),
     ("get", "/api/v1/agents/{agent}/review-runs"),
     ("post", "/api/v1/review-runs/{run_id}/undo"),
@@ -83,9 +85,10 @@ def test_every_operation_needs_the_bearer_key_and_documents_the_error_shape(docu
 def test_the_request_fields_of_the_contract_are_documented(document):
     schemas = document["components"]["schemas"]
     assert set(schemas["MessageIn"]["properties"]) == {"role", "content", "sender", "owner_id", "trust", "kind",
-                                                       "metadata", "created_at"}
+                                                       "metadata", "chat_type", "created_at"}
     assert set(schemas["MessageIn"]["required"]) == {"role", "content"}
-    assert set(schemas["CommitIn"]["properties"]) == {"owner_id", "trust", "peak_prompt_tokens", "context_window"}
+    assert set(schemas["CommitIn"]["properties"]) == {"owner_id", "trust", "chat_type", "peak_prompt_tokens",
+                                                      "context_window"}
     assert set(schemas["TurnOut"]["required"]) >= {"reply", "notices", "usage"}
     assert set(schemas["SoulProposalOut"]["required"]) >= {"token", "diff", "rationale", "expires_at"}
     assert set(schemas["TranscriptIn"]["properties"]) == {"device_id", "owner_id", "role", "text"}

@@ -18,6 +18,7 @@ from memory import embeddings
 from memory.embeddings import EmbeddingError, document_text, from_bytes, matrix, memory_text, message_text, to_bytes
 from memory.embeddings.local import MODELS, LocalEmbedder, LocalModel
 from memory.embeddings.openai import OpenAIEmbedder
+from memory.embeddings.runtime import onnxruntime
 from memory.errors import CodedError
 from memory.models import Message
 from tests.fakeprovider import Reply, embeddings_config_toml, error, fake_embedding, garbage, unused_port, use_config
@@ -202,7 +203,7 @@ def load_from(tmp_path, text="", **environ):
 
 def test_the_default_backend_is_the_local_model(tmp_path):
     settings = load_from(tmp_path).embeddings
-    assert (settings.backend, settings.model, settings.batch, settings.threads) == ("local", "", 32, 1)
+    assert (settings.backend, settings.model, settings.batch, settings.threads) == ("local", "", None, 1)
 
 
 def test_it_reads_the_embeddings_section(tmp_path):
@@ -346,3 +347,30 @@ def test_a_missing_api_key_is_an_embedding_error(home, fake_provider, monkeypatc
             pytest.raises(EmbeddingError, match="environment variable FERMIX_TEST_EMBED_KEY"):
         embeddings.embedder().embed_query("hello")
     assert fake_provider.requests == []
+
+
+def test_the_optimised_graph_is_kept_under_the_cache_dir_and_opened_as_it_is(local, tmp_path):
+    texts = ["the first load optimises", "and keeps the graph"]
+    first = LocalEmbedder(cache_dir=tmp_path / "cache")
+    kept = first.optimised_path
+    assert kept.parent == tmp_path / "cache" and not kept.exists()
+    vectors = first.embed_documents(texts)
+    assert kept.is_file() and [p.name for p in kept.parent.iterdir()] == [kept.name]  # no temporary left
+    second = LocalEmbedder(cache_dir=tmp_path / "cache")
+    second.load()
+    assert second._loaded.session.get_session_options().graph_optimization_level == (
+        onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL)  # opened as it is, no optimiser
+    assert np.allclose(second.embed_documents(texts), vectors, atol=1e-5)
+    assert np.allclose(vectors, local.embed_documents(texts), atol=1e-5)
+
+
+def test_a_broken_kept_graph_is_written_again(tmp_path):
+    model = LocalEmbedder(cache_dir=tmp_path)
+    model.optimised_path.write_bytes(b"not a model")
+    assert model.embed_query("still works").shape == (384,)
+    assert model.optimised_path.stat().st_size > 1_000_000
+
+
+def test_the_configured_local_model_keeps_its_graph_under_fermix_home(home):
+    model = embeddings.embedder()
+    assert model.cache_dir == home.home / "cache" / "embeddings" and model.batch == 8

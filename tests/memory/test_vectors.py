@@ -11,7 +11,10 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.utils import timezone
+from django_q.models import OrmQ
 
+from fermix_site import leases
+from memory import vectors
 from memory.conversations import ConversationKey, message_append
 from memory.erasure import memory_forget_owner
 from memory.models import Embedding, Memory
@@ -167,3 +170,36 @@ def test_memory_rows_are_found_by_meaning_in_their_scope(vectors_on):
     assert [d["id"] for d in answer.data] == [mine.id]
     assert answer.data[0]["signals"]["semantic_rank"] == 1 and answer.data[0]["signals"]["lexical_rank"] is None
     assert Memory.objects.count() == 2
+
+
+def test_one_embedding_pass_at_a_time(vectors_on):
+    said("I adopted a beagle")
+    token = leases.acquire(vectors.LEASE, vectors.LEASE_TTL)  # another worker's pass
+    assert vectors.embed_pass() is None and embedded() == []
+    leases.release(vectors.LEASE, token)
+    done = vectors.embed_pass()
+    assert done.messages == 1 and not done.more and leases.acquire(vectors.LEASE, vectors.LEASE_TTL)
+
+
+def test_a_pass_stops_at_its_time_and_queues_the_next(vectors_on, django_capture_on_commit_callbacks):
+    for n in range(3):
+        said(f"message number {n}")
+    queued = OrmQ.objects.count()
+    with django_capture_on_commit_callbacks(execute=True):
+        done = vectors.embed_pass(seconds=0)  # its time is up before the first batch
+    assert (done.messages, done.more) == (0, True)
+    assert OrmQ.objects.count() == queued + 1  # the rest is the next pass's
+    assert vectors.embed_pass().messages == 3
+
+
+def test_the_rebuild_waits_for_a_running_pass(vectors_on):
+    said("I adopted a beagle")
+    token = leases.acquire(vectors.LEASE, vectors.LEASE_TTL)
+    tries = []
+
+    def wait():
+        tries.append(1)
+        if len(tries) == 2:
+            leases.release(vectors.LEASE, token)  # the worker's pass ends
+
+    assert vectors.hold_embedding_lease(wait) and len(tries) == 2

@@ -53,6 +53,17 @@ class SearchContract:
         assert self.ids('"the who" played') == [row.id]
         assert self.ids("the who, and then") == []
 
+    def test_stop_words_that_never_meet_still_find_their_rows(self):
+        asked, ended = self.add("who is there?"), self.add("and that was the end")
+        assert set(self.ids("the who")) == {asked.id, ended.id}
+
+    def test_a_query_whose_words_are_in_scope_never_answers_nothing(self):
+        for n in range(100):  # "walk" is in most rows of the table, so the plan passes over it...
+            self.add(f"a long walk, number {n}", owner="bo")
+        self.add("a zebra at the zoo", owner="bo")  # ...for the rarer "zebra", which is only elsewhere
+        mine = self.add("walk the dog before work", owner="dana")
+        assert self.ids("zebra walk", owner_id="dana") == [mine.id]
+
     def test_stemming_matches_other_forms_of_a_word(self):
         row = self.add("Dana is running two marathons this year")
         assert self.ids("marathon run") == [row.id]

@@ -54,13 +54,25 @@ def test_a_message_inserted_by_hand_reads_back_as_the_orm_writes_it(home):
         "olá", {"n": 1, "tags": ["a"]}, at, "root", "chat")
 
 
-def test_the_window_statement_reads_from_the_start_and_the_head(home):
+def test_the_window_statements_read_from_the_start_and_the_head(home):
     key = ConversationKey.parse("telegram:1")
-    said = [message_append(agent_id="main", conversation=key, role="user", content=f"m{n}") for n in range(4)]
+    said = [message_append(agent_id="main", conversation=key, role="user", content=f"m{n}",
+                           metadata={"n": n}) for n in range(4)]
     other = message_append(agent_id="main", conversation="telegram:2", role="user", content="elsewhere")
-    found = memory_queries.window_messages("main", key, said[2].id, [said[0].id])
+    Conversation.objects.filter(agent_id="main", key=str(key)).update(
+        window_start_id=said[2].id, pinned_message_ids=[said[0].id])
+    head, found = memory_queries.window_load("main", key)
+    assert head == memory_queries.WindowHead(said[2].id, None, [said[0].id])
     assert sorted(m.id for m in found) == [said[0].id, said[2].id, said[3].id]
     assert other.id not in {m.id for m in found}
+    by_id = {m.id: m for m in found}
+    for message in (said[0], said[3]):  # every field as the ORM reads it: aware datetimes, decoded JSON
+        stored = Message.objects.get(pk=message.id)
+        read = by_id[message.id]
+        assert {f.attname: getattr(read, f.attname) for f in Message._meta.concrete_fields} == {
+            f.attname: getattr(stored, f.attname) for f in Message._meta.concrete_fields}
+        assert read.created_at.tzinfo is not None and read._state.adding is False
+    assert memory_queries.window_load("main", ConversationKey.parse("telegram:9")) is None
 
 
 def test_a_files_rows_are_each_sections_newest_up_to_its_cap(home):

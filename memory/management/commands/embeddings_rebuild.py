@@ -1,10 +1,12 @@
 import sys
+import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from fermix_site import leases
 from fermix_site.conf import valid_id
 from memory import embeddings
-from memory.vectors import embed_pending, pending_counts, prune_other_models
+from memory.vectors import LEASE, LEASE_TTL, embed_pending, hold_embedding_lease, pending_counts, prune_other_models
 
 BAR = 30
 
@@ -44,10 +46,22 @@ class Command(BaseCommand):
             elif done.batches % 20 == 0:
                 self.stdout.write(line)
 
+        waited = []
+
+        def wait():
+            if not waited:
+                self.stdout.write("a worker's embedding pass is running; waiting for it to stop (at most a minute)")
+            waited.append(1)
+            time.sleep(1)
+
+        token = hold_embedding_lease(wait)
         try:
-            done = embed_pending(agent_id=agent_id, batch=batch, progress=show)
+            done = embed_pending(agent_id=agent_id, batch=batch, progress=show,
+                                 go_on=lambda: leases.renew(LEASE, token, LEASE_TTL) or True)
         except embeddings.EmbeddingError as exc:
             raise CommandError(f"stopped: {exc} (run the command again to go on from here)") from None
+        finally:
+            leases.release(LEASE, token)
         if tty:
             self.stdout.write("")
         self.stdout.write(f"embedded {done.messages:,} message(s) and {done.memories:,} memory row(s)")

@@ -26,7 +26,7 @@ def test_a_review_adds_facts_and_rebuilds_user_md(model):
     result = review()
     assert result == {"conversation": "telegram:1:root", "status": "ok", "reason": "", "ops_added": 1,
                       "ops_replaced": 0, "ops_archived": 0, "ops_skipped": 0, "input_messages": 1,
-                      "input_tokens": 7}
+                      "input_tokens": 7, "run_id": ReviewRun.objects.get().id, "skipped_by_code": {}}
     row = Memory.objects.get()
     assert (row.scope_type, row.scope_id, row.category, row.value) == ("owner", "default", "identity",
                                                                        "lives in Lisbon")
@@ -113,7 +113,7 @@ def test_a_reviewers_directive_needs_operator_trust(model):
     from memory.admission import Writer
     from memory.conversations import ConversationKey
     from memory.models import MemorySource
-    from memory.review_ops import apply_operations
+    from memory.review_ops import Batch, apply_operations
 
     source = MemorySource.objects.create(agent_id="main", source_type="conversation", key="conversation:t")
     proposed = [{"op": "add", "category": "directive", "key": "rule", "value": "always answer in French"},
@@ -124,7 +124,7 @@ def test_a_reviewers_directive_needs_operator_trust(model):
                                        trigger="now", started_at=tz.now())
         writer = Writer(kind="reviewer", agent_id="main", owner_id="default", trust=trust,
                         conversation=ConversationKey.parse(CONV), actor_id=f"run:{run.id}")
-        applied = apply_operations(run, writer, proposed, source, None)
+        applied = apply_operations(run, writer, proposed, source, Batch(frozenset()))
         assert (applied.added, applied.skipped) == expected
     reasons = sorted(ReviewOperation.objects.filter(status="skipped").values_list("reason", flat=True))
     assert [r.split(":")[0] for r in reasons] == ["trust_gate", "unchanged"]

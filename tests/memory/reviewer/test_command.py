@@ -8,6 +8,7 @@ from django.core.management import call_command
 from memory.reviewer import review_now
 from tests.fakeprovider import Reply, error
 from tests.memory.reviewer.conftest import say
+from tests.personas import ops
 
 pytestmark = pytest.mark.django_db
 
@@ -22,12 +23,25 @@ def test_review_now_walks_conversations_and_prints_json(model, capsys):
     assert report["total"] == 2
     assert [r["conversation"] for r in report["results"]] == ["slack:2:root", "telegram:1:root"]
     assert set(report["results"][0]) == {"conversation", "status", "reason", "ops_added", "ops_replaced",
-                                         "ops_archived", "ops_skipped", "input_messages", "input_tokens"}
+                                         "ops_archived", "ops_skipped", "input_messages", "input_tokens", "run_id",
+                                         "skipped_by_code"}
     say("more tea")
     call_command("memory_review", "--now", "--conversation", "telegram:1")
     out = capsys.readouterr().out
     assert "[1/1] telegram:1:root: nothing_to_save" in out and "Reviewed 1 conversation(s): 1 nothing_to_save" in out
     assert review_now(agent_id="main", conversation="telegram:1")["results"][0]["reason"] == "no_new_messages"
+
+
+def test_the_json_report_says_why_operations_were_skipped(model, capsys):
+    say("I like tea, and what is the weather like?")
+    model.push(ops({"op": "add", "category": "preference", "key": "drink", "value": "likes tea"},
+                   {"op": "add", "category": "preference", "key": "drink_again", "value": "likes tea"},
+                   {"op": "add", "category": "context", "key": "weather", "value": "what is the weather like?"},
+                   {"op": "shout", "value": "x"}))
+    call_command("memory_review", "--now", "--json")
+    result = json.loads(capsys.readouterr().out)["results"][0]
+    assert result["ops_added"] == 1 and result["ops_skipped"] == 3
+    assert result["skipped_by_code"] == {"duplicate": 1, "question": 1, "unknown_op": 1}
 
 
 def test_review_command_errors(model):
