@@ -18,9 +18,11 @@ from ninja.security import HttpBearer
 
 from api.errors import ApiError, unauthorized
 from api.models import KEY_PREFIX, ApiKey
-from fermix_site.conf import valid_id
+from fermix_site.conf import conf, valid_id
 from fermix_site.storage import is_storage_full
+from memory.conversations import ConversationKey
 from memory.models import Trust
+from memory.tools import ToolContext
 
 MAX_KEY_CHARS = 200
 # last_used_at is for people ("is this key still in use?"), so one write a minute per key is plenty
@@ -48,6 +50,10 @@ class Principal:
         return f"api:{self.name}"
 
     def require_agent(self, agent_id: str) -> None:
+        """A valid agent id (else 400) that this key may use (else 403)."""
+        if not isinstance(agent_id, str) or not valid_id(agent_id):
+            raise ApiError(400, "invalid_agent", f"agent id {agent_id!r} is invalid: use 1-64 of A-Z a-z 0-9 "
+                                                 "_ . - (not '.' or '..')")
         if self.agents and agent_id not in self.agents:
             raise ApiError(403, "agent_not_allowed", f"this API key is restricted to agent(s) "
                                                      f"{', '.join(self.agents)}; it may not use agent {agent_id!r}")
@@ -78,6 +84,15 @@ class Principal:
         raise ApiError(403, "operator_trust_required", f"{command} changes state and needs operator trust: send "
                                                        "\"trust\": \"operator\" when the owner asked for it")
 
+    def tool_context(self, *, agent_id: str, conversation: str, asserted_trust: str | None,
+                     owner_id: str | None = None) -> ToolContext:
+        """A memory tool call made with this key, from `conversation`: the one place the HTTP tools and the MCP
+        server decide its agent, owner and trust (admission then confines a guest's call)."""
+        self.require_agent(agent_id)
+        return ToolContext(agent_id=agent_id, owner_id=owner_id or conf.memory.owner_id,
+                           conversation=ConversationKey.parse(conversation), trust=self.trust(asserted_trust),
+                           actor_id=self.actor)
+
 
 def _touch(key: ApiKey) -> None:
     now = timezone.now()
@@ -104,9 +119,6 @@ class ApiKeyAuth(HttpBearer):
         principal = self.authenticate(request, token.strip())
         agent_id = (request.resolver_match.kwargs if request.resolver_match else {}).get("agent")
         if agent_id is not None:
-            if not valid_id(agent_id):
-                raise ApiError(400, "invalid_agent", f"agent id {agent_id!r} is invalid: use 1-64 of A-Z a-z 0-9 "
-                                                     "_ . - (not '.' or '..')")
             principal.require_agent(agent_id)
         return principal
 

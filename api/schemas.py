@@ -10,10 +10,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Strict
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Strict, create_model
 
 from fermix_site.conf import ID_PATTERN, valid_id
 from memory.conversations import KEY_PATTERN
+from memory.tool_definitions import ToolDefinition
 from memory.transcripts import DEVICE_PATTERN
 
 
@@ -223,11 +224,22 @@ class PromptOut(Schema):
 # --- memory ----------------------------------------------------------------------------------------
 
 
-class ToolIn(Schema):
-    conversation: ConversationText = Field(..., examples=["telegram:12345"])
+class ToolCallIn(Schema):
+    conversation: ConversationText = Field(..., examples=["telegram:12345"],
+                                           description="the conversation the call is made from")
     owner_id: Ident | None = None
     trust: Trust = "guest"
-    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+def tool_body(definition: ToolDefinition) -> type[ToolCallIn]:
+    """The body of one tool's operation: the call's context, and the arguments typed by the tool's definition
+    (memory.tool_definitions), the schema the model is given."""
+    name = "".join(part.title() for part in definition.name.split("_")) + "In"
+    # Arguments with a required field must be sent; a tool that needs none may leave them out.
+    default = {"default_factory": dict} if not definition.required else {}
+    arguments = Field(**default, description=f"the arguments of {definition.name}, as the model gives them",
+                      json_schema_extra=definition.parameters)
+    return create_model(name, __base__=ToolCallIn, arguments=(dict[str, Any], arguments))
 
 
 class ToolOut(Schema):
@@ -237,6 +249,12 @@ class ToolOut(Schema):
     warnings: Warnings = []
     meta: dict[str, Any] | None = Field(None, description="memory_recall: {mode, degraded, time}: which mode ran, "
                                                           "why a weaker one did, the time spans read from the query")
+
+
+class ToolDefinitionsOut(Schema):
+    format: Literal["openai", "anthropic", "mcp"]
+    tools: list[dict[str, Any]] = Field(description="memory_store, memory_recall, memory_forget, "
+                                                    "memory_sources_list in the format asked for")
 
 
 class MemoryOut(Schema):
@@ -265,6 +283,56 @@ class MemoryListOut(Schema):
     memories: list[MemoryOut]
 
 
+Category = Literal["identity", "preference", "interest", "goal", "context", "directive"]
+CATEGORY_HELP = ("identity, preference, interest, goal: about the user (owner scope, USER.md); context, directive: "
+                 "about the work, standing rules (agent scope, MEMORY.md)")
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+Reason = Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK},
+                              description="why: kept in the row's history"), AfterValidator(_not_blank)]
+
+
+class MemoryEventOut(Schema):
+    id: int
+    action: str = Field(description="add, replace, archive, restore, resave or revert")
+    before_value: str | None
+    after_value: str | None
+    before_category: str
+    after_category: str
+    actor_type: str = Field(description="reviewer, tool, operator, job, system or import")
+    actor_id: str
+    run_id: int | None = Field(description="the review run that made the change")
+    reason: str
+    created_at: datetime
+
+
+class MemoryDetailOut(Schema):
+    memory: MemoryOut
+    history: list[MemoryEventOut] = Field(description="every change to the row, oldest first")
+
+
+class MemoryPatchIn(Schema):
+    model_config = {"json_schema_extra": {"anyOf": [{"required": ["value"]}, {"required": ["category"]}]}}
+
+    value: str | None = Field(None, max_length=2000, description="the corrected fact (at most 200 characters)")
+    category: Category | None = Field(None, description="a category in the row's scope (a user-profile category "
+                                                        "cannot become context: archive and add instead)")
+    reason: Reason
+
+
+class MemoryIn(Schema):
+    key: str = Field(..., min_length=1, max_length=200, json_schema_extra={"pattern": NOT_BLANK},
+                     description="a short stable name, e.g. home_city; a live row with this key is replaced")
+    value: str = Field(..., max_length=2000, description="the fact (at most 200 characters)")
+    category: Category = Field(..., description=CATEGORY_HELP)
+    owner_id: Ident | None = Field(None, description="whose row (default: the configured owner)")
+    reason: str = Field("", max_length=2000)
+
+
 class ArchiveIn(Schema):
     reason: str = Field("", max_length=2000)
 
@@ -278,6 +346,28 @@ class MemoryChangeOut(Schema):
     rendered_in: list[str] = Field(description="prompt files that show the row after the rebuild (none when "
                                                "they were not rebuilt: see `warnings`)")
     warnings: Warnings = []
+
+
+class MemoryAddedOut(MemoryChangeOut):
+    action: Literal["add", "replace", "resave", "unchanged"] = Field(
+        description="add (a new row, 201), replace (the live row with this key, 200), resave (an archived row "
+                    "with this key brought back, 200), unchanged (200)")
+
+
+class ConversationOut(Schema):
+    conversation: str = Field(description="the conversation key `<channel>:<chat_id>:<thread_scope>`")
+    channel: str
+    chat_id: str
+    thread_scope: str
+    owner_id: str
+    created_at: datetime
+    last_message_id: int | None
+    last_activity_at: datetime = Field(description="when its newest message was said (its start when it has none)")
+
+
+class ConversationListOut(Schema):
+    conversations: list[ConversationOut] = Field(description="newest activity first")
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null on the last page")
 
 
 class ReviewIn(Schema):

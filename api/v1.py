@@ -9,10 +9,14 @@ error, ninja's own included, is `{"error": {"code", "message"}}` (see `api.error
 from __future__ import annotations
 
 import functools
+import json
 import re
+from pathlib import Path
 
 from django.urls import URLPattern, re_path
+from django.urls import path as route
 from ninja import NinjaAPI
+from ninja.openapi.docs import Redoc
 
 from api import boundary, errors
 from api.auth import ApiKeyAuth
@@ -22,26 +26,30 @@ from memory.conversations import KEY_PATTERN
 from resources.models import ResourceType
 
 ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")  # Django's `<int:job_id>` is the document's `{job_id}`
-COMMON_ERRORS = {
-    "400": "Invalid input (the message says which)",
-    "401": "Missing, unknown or revoked API key",
-    "403": "The key or the trust may not do this",
-    "404": "Unknown endpoint, id or token",
-    "408": "The request did not arrive in full (the client went silent)",
-    "409": "Conflict: stale base, checkpoint rollback, concurrent run, an Idempotency-Key reused or in progress",
-    "413": "Request body over 1 MiB",
-    "414": "The request line (path and query) is too long",
-    "422": "A field failed validation (the message names it)",
-    "431": "The request headers are too large",
-}
-# What the server answers beyond the client's mistakes, and where: a model call (502 the provider
-# failed, 503 none configured, 504 the turn's budget spent) and a full disk or database (507, writes).
-MODEL_ERRORS = {
-    "502": "The model provider gave no usable answer",
-    "503": "No model provider is configured",
-    "504": "The turn's time budget ([fermix_core.timeouts] turn_ms) was spent",
-}
-STORAGE_ERRORS = {"507": "The disk or the database is full; nothing was written"}
+# Every error an operation may answer, each described once under components/responses (the name) and referred
+# to by status from the operations: (status, name, description).
+ERRORS = [
+    ("400", "BadRequest", "Invalid input (the message says which)"),
+    ("401", "Unauthorized", "Missing, unknown or revoked API key"),
+    ("403", "Forbidden", "The key or the trust may not do this"),
+    ("404", "NotFound", "Unknown endpoint, id or token"),
+    ("408", "RequestTimeout", "The request did not arrive in full (the client went silent)"),
+    ("409", "Conflict", "Conflict: stale base, checkpoint rollback, concurrent run, an Idempotency-Key reused or "
+                        "in progress"),
+    ("413", "BodyTooLarge", "Request body over 1 MiB"),
+    ("414", "UriTooLong", "The request line (path and query) is too long"),
+    ("422", "InvalidInput", "A field failed validation (the message names it)"),
+    ("431", "HeadersTooLarge", "The request headers are too large"),
+    # What the server answers beyond the client's mistakes, and where: a model call (502 the provider failed,
+    # 503 none configured, 504 the turn's budget spent) and a full disk or database (507, writes).
+    ("502", "ProviderError", "The model provider gave no usable answer"),
+    ("503", "NoProvider", "No model provider is configured"),
+    ("504", "TurnTimeout", "The turn's time budget ([fermix_core.timeouts] turn_ms) was spent"),
+    ("507", "StorageFull", "The disk or the database is full; nothing was written"),
+]
+COMMON_ERRORS = ("400", "401", "403", "404", "408", "409", "413", "414", "422", "431")
+MODEL_ERRORS = ("502", "503", "504")
+STORAGE_ERRORS = ("507",)
 MODEL_PATHS = ("/turns", "/compact", "/preflight", "/review", "/soul/proposals", "/run")
 # The formats the server checks, said in the document so that a client (or a fuzzer) knows them.
 PATH_PARAMETERS = {
@@ -50,6 +58,12 @@ PATH_PARAMETERS = {
              "example": "telegram:12345", "description": "conversation key `<channel>:<chat_id>[:<thread_scope>]`"},
     "resource_type": {"type": "string", "enum": list(ResourceType.values), "example": "user_md"},
 }
+
+
+# A real request and answer for every operation, recorded by scripts/openapi_examples.py against the real server.
+EXAMPLES = json.loads((Path(__file__).parent / "openapi_examples.json").read_text(encoding="utf-8"))
+REDOC = Redoc(settings={"expandResponses": "200,201", "hideHostname": True, "pathInMiddlePanel": True,
+                         "requiredPropsFirst": True, "sortPropsAlphabetically": False})
 
 
 class FermixAPI(NinjaAPI):
@@ -62,9 +76,18 @@ class FermixAPI(NinjaAPI):
                 pattern = URLPattern(pattern.pattern, boundary.guarded(pattern.callback, known), pattern.default_args,
                                      pattern.name)
             urls.append(pattern)
+        urls.append(route("redoc", boundary.guarded(self.redoc), name="openapi-redoc"))
         # Anything else under /api/v1/ is an unknown endpoint: JSON, not Django's HTML 404 page.
         urls.append(re_path(r"^.*$", boundary.unknown_route))
         return urls
+
+    def get_openapi_operation_id(self, operation) -> str:
+        """The view's name (`memory_store`, `turn`): unique across the API, and what a generated client calls."""
+        return operation.view_func.__name__
+
+    def redoc(self, request):
+        """The document as one readable page (ReDoc, served from this server's static files like the Swagger UI)."""
+        return REDOC.render_page(request, self)
 
     @functools.cached_property
     def _query_parameters(self) -> dict[tuple[str, str], frozenset[str]]:
@@ -78,33 +101,48 @@ class FermixAPI(NinjaAPI):
         return self._query_parameters.get((path, method))
 
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
-        """ninja's document, plus the one error shape on every operation."""
+        """ninja's document, plus the one error shape on every operation, each error response described once."""
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
-        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
-        error_ref = {"$ref": "#/components/schemas/ErrorOut"}
+        components = schema.setdefault("components", {})
+        schemas = components.setdefault("schemas", {})
         if "ErrorOut" not in schemas:
             schemas["ErrorOut"] = {"type": "object", "title": "ErrorOut", "required": ["error"], "properties": {
                 "error": {"type": "object", "required": ["code", "message"], "properties": {
                     "code": {"type": "string"}, "message": {"type": "string"}}}}}
+        components["responses"] = {name: {"description": description, "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/ErrorOut"}}}} for _, name, description in ERRORS}
+        names = {status: name for status, name, _ in ERRORS}
         for path, operations in schema["paths"].items():
             for method, operation in operations.items():
-                for status, description in self._errors_of(path, method).items():
-                    operation["responses"].setdefault(status, {
-                        "description": description, "content": {"application/json": {"schema": error_ref}}})
+                for status in self._errors_of(path, method):
+                    operation["responses"].setdefault(status, {"$ref": f"#/components/responses/{names[status]}"})
                 _no_null_body(operation)
+                _with_example(operation, EXAMPLES.get(operation["operationId"]))
                 for parameter in operation.get("parameters", []):
                     if parameter["in"] == "path" and parameter["name"] in PATH_PARAMETERS:
                         parameter["schema"] = {**parameter.get("schema", {}), **PATH_PARAMETERS[parameter["name"]]}
         return schema
 
     @staticmethod
-    def _errors_of(path: str, method: str) -> dict:
-        found = dict(COMMON_ERRORS)
+    def _errors_of(path: str, method: str) -> tuple[str, ...]:
+        found = COMMON_ERRORS
         if method != "get":
-            found.update(STORAGE_ERRORS)
+            found += STORAGE_ERRORS
         if method == "post" and path.endswith(MODEL_PATHS) or "/soul/proposals" in path:
-            found.update(MODEL_ERRORS)
+            found += MODEL_ERRORS
         return found
+
+
+def _with_example(operation: dict, example: dict | None) -> None:
+    """The recorded exchange as the operation's request and answer examples."""
+    if example is None:
+        return
+    if "request" in example and "requestBody" in operation:
+        operation["requestBody"]["content"]["application/json"]["example"] = example["request"]
+    responses = operation["responses"]
+    answer = responses.get(example["status"]) or responses.get(str(example["status"]))
+    if answer is not None and "content" in answer:
+        answer["content"]["application/json"]["example"] = example["response"]
 
 
 def _no_null_body(operation: dict) -> None:

@@ -8,6 +8,7 @@ urlpatterns = [
     path("admin/fermix/", include("console.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("api.urls", namespace="api-v1")),
+    path("", include("api.mcp_urls")),
 ]
 
 handler400 = "api.handlers.bad_request"

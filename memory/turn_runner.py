@@ -36,7 +36,8 @@ from memory.conversations import (
 )
 from memory.models import Message, Role, Trust
 from memory.prompt import ComposedPrompt, compose_system_prompt
-from memory.tools import DEFINITIONS, ToolContext, ToolResult, refuse, run_tool
+from memory.tool_definitions import definitions
+from memory.tools import ToolContext, ToolResult, refuse, run_tool
 from memory.turns import turn_commit
 from providers.base import ChatResult, assistant_message, tool_message
 from providers.chain import chat
@@ -49,6 +50,7 @@ MAX_TOOL_ROUNDS = 5
 TOOL_LIMIT_REPLY = "I could not finish looking things up in my memory this time; please ask again."
 REPLAYED_ROLES = {Role.USER, Role.ASSISTANT, Role.SYSTEM}
 REPLAYED_KINDS = {"chat", "voice_turn", "checkpoint"}
+TOOL_DEFINITIONS = definitions("openai")
 
 
 @dataclass
@@ -98,7 +100,7 @@ def answer_with_tools(*, messages: list[dict], ctx: ToolContext, agent_tag: str,
     """
     loop, messages = ToolLoop(), list(messages)
     for round_number in range(max_rounds + 1):
-        result = chat(messages=messages, tools=DEFINITIONS, agent_tag=agent_tag, agent_id=ctx.agent_id,
+        result = chat(messages=messages, tools=TOOL_DEFINITIONS, agent_tag=agent_tag, agent_id=ctx.agent_id,
                       conversation_key=conversation_key, deadline=deadline)
         loop.add(result)
         if not result.tool_calls:

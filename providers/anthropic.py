@@ -32,7 +32,7 @@ def build(provider: ProviderConf, request: ChatRequest) -> tuple[str, dict, dict
     if system:
         body["system"] = system
     if request.tools:
-        body["tools"] = [_tool(tool) for tool in request.tools]
+        body["tools"] = [tool_definition(tool) for tool in request.tools]
     # Thinking in the middle of a tool loop needs the earlier thinking blocks sent back, which the
     # neutral message shape does not carry; so a call that answers tool results thinks no more.
     budget = THINKING_BUDGET.get(request.reasoning_effort or "")
@@ -96,7 +96,8 @@ def _tool_result(message: dict) -> dict:
     return block
 
 
-def _tool(tool: dict) -> dict:
+def tool_definition(tool: dict) -> dict:
+    """A tool given OpenAI-style or bare, in this API's format."""
     name, description, parameters = tool_spec(tool)
     return {"name": name, "description": description, "input_schema": parameters}
 

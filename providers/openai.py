@@ -28,7 +28,7 @@ def build(provider: ProviderConf, request: ChatRequest) -> tuple[str, dict, dict
         headers["authorization"] = f"Bearer {provider.api_key}"
     body: dict = {"model": provider.model, "messages": [_message(m) for m in request.messages]}
     if request.tools:
-        body["tools"] = [_tool(tool) for tool in request.tools]
+        body["tools"] = [tool_definition(tool) for tool in request.tools]
     if request.max_tokens is not None:
         body["max_tokens"] = request.max_tokens
     if request.temperature is not None:
@@ -54,7 +54,8 @@ def _wire_call(call: dict) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
-def _tool(tool: dict) -> dict:
+def tool_definition(tool: dict) -> dict:
+    """A tool given OpenAI-style or bare, in this API's format."""
     name, description, parameters = tool_spec(tool)
     return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
 

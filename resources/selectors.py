@@ -35,6 +35,11 @@ def resource_list(*, agent_id: str) -> list[ResourceSummary]:
     return sorted(summaries, key=lambda s: (_type_order(s.resource.resource_type), s.resource.scope_id))
 
 
+def resource_agents() -> list[str]:
+    """The agents that have resources (every installed agent has its bootstrap files), in id order."""
+    return list(Resource.objects.order_by("agent_id").values_list("agent_id", flat=True).distinct())
+
+
 def resource_get(*, agent_id: str, resource_type: str, scope_id: str | None = GLOBAL_SCOPE) -> Resource:
     check_agent(agent_id)
     check_type(resource_type)

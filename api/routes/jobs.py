@@ -104,13 +104,13 @@ def run_out(run: JobRun) -> dict:
             "completion_tokens": run.completion_tokens, "output": run.output, "error": run.error}
 
 
-@router.get(JOBS, response=JobListOut)
+@router.get(JOBS, response=JobListOut, summary="List scheduled jobs")
 def jobs(request, agent: str):
     """The agent's jobs, oldest first, with when each fires next."""
     return {"jobs": [job_out(job) for job in selectors.job_list(agent_id=agent)]}
 
 
-@router.post(JOBS, response={201: JobOut})
+@router.post(JOBS, response={201: JobOut}, summary="Create a scheduled job")
 def job_create(request, agent: str, payload: JobIn):
     """Create a job (operator key): `once` at `run_at`, every `interval_seconds`, or on a `cron` line (UTC)."""
     request.auth.require_operator("creating a scheduled job")
@@ -118,12 +118,12 @@ def job_create(request, agent: str, payload: JobIn):
     return Status(201, job_out(job))
 
 
-@router.get(JOBS + "/{job_id}", response=JobOut)
+@router.get(JOBS + "/{job_id}", response=JobOut, summary="Get a scheduled job")
 def job(request, agent: str, job_id: int):
     return job_out(services.job_get(job_id=job_id, agent_id=agent))
 
 
-@router.patch(JOBS + "/{job_id}", response=JobOut)
+@router.patch(JOBS + "/{job_id}", response=JobOut, summary="Change or pause a scheduled job")
 def job_update(request, agent: str, job_id: int, payload: JobPatch):
     """Change a job (operator key); `{"enabled": false}` pauses it, `{"enabled": true}` resumes it."""
     request.auth.require_operator("changing a scheduled job")
@@ -131,7 +131,7 @@ def job_update(request, agent: str, job_id: int, payload: JobPatch):
     return job_out(job)
 
 
-@router.delete(JOBS + "/{job_id}", response=Deleted)
+@router.delete(JOBS + "/{job_id}", response=Deleted, summary="Delete a scheduled job")
 def job_delete(request, agent: str, job_id: int):
     """Delete a job and its runs (operator key); what it stored in memory stays."""
     request.auth.require_operator("deleting a scheduled job")
@@ -143,7 +143,7 @@ class RunQuery(Schema):
     wait: bool = Field(False, description="run in this request and answer with the finished run")
 
 
-@router.post(JOBS + "/{job_id}/run", response={200: JobRunOut, 202: JobRunOut})
+@router.post(JOBS + "/{job_id}/run", response={200: JobRunOut, 202: JobRunOut}, summary="Run a scheduled job now")
 def job_run(request, agent: str, job_id: int, query: Query[RunQuery]):
     """Run the job now (operator key): queued for a worker (202), or with `?wait=true` in this request (200).
 
@@ -161,7 +161,7 @@ class RunsQuery(Schema):
     limit: int = Field(50, ge=1, le=500)
 
 
-@router.get(JOBS + "/{job_id}/runs", response=JobRunListOut)
+@router.get(JOBS + "/{job_id}/runs", response=JobRunListOut, summary="List a job's runs")
 def job_runs(request, agent: str, job_id: int, query: Query[RunsQuery]):
     """The job's runs, newest first: status, timing, tokens, output, error."""
     job = services.job_get(job_id=job_id, agent_id=agent)

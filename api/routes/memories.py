@@ -5,23 +5,27 @@ from __future__ import annotations
 
 from typing import Literal
 
+from django.db import transaction
+from jsonschema import Draft202012Validator
 from ninja import Field, Query, Router, Schema, Status
 
 from api import schemas as s
 from api.errors import ApiError
 from fermix_site.conf import conf
+from memory.admission import Writer, admit_add, admit_replace
 from memory.conversations import ConversationKey
 from memory.models import Memory, MemorySource, ReviewRun, Trust
 from memory.prompt_files import prompt_files_rebuild_after_commit
 from memory.reviewer import review_now
 from memory.reviewer import review_undo as undo
-from memory.rows import memory_archive, memory_decide, memory_list, memory_pending, memory_restore
+from memory.rows import memory_archive, memory_decide, memory_history, memory_list, memory_pending, memory_restore
 from memory.search import search_memories
-from memory.tools import ToolContext, run_tool
+from memory.tool_definitions import FORMATS, ToolDefinition, definitions
+from memory.tool_definitions import TOOLS as TOOL_DEFINITIONS
+from memory.tools import run_tool
 from memory.transcripts import realtime_conversation, transcript_store
 
 router = Router(tags=["memory"])
-ToolName = Literal["memory_store", "memory_recall", "memory_forget", "memory_sources_list"]
 TRANSCRIPTS_OFF = "persist_transcripts is off ([fermix_core.memory] in config.toml); nothing was stored"
 
 
@@ -39,15 +43,48 @@ def memory_state(row: Memory) -> str:
     return "pending" if row.pending is not None else "archived" if row.archived_at is not None else "live"
 
 
-@router.post("/agents/{agent}/tools/{tool}", response=s.ToolOut)
-def tool(request, agent: str, tool: ToolName, payload: s.ToolIn):
-    """Run a memory tool as the model would; a refusal is `ok: false` with the reason in `data.error`.
+class ToolsQuery(Schema):
+    format: Literal[FORMATS] = Field("openai", description="openai (function tools), anthropic (tools with "
+                                                          "`input_schema`) or mcp (MCP `Tool`s, with `agent` and "
+                                                          "`conversation` among the arguments)")
 
-    With guest trust the tool touches only the conversation named (see `memory.admission`)."""
-    ctx = ToolContext(agent_id=agent, owner_id=payload.owner_id or conf.memory.owner_id,
-                      conversation=ConversationKey.parse(payload.conversation),
-                      trust=request.auth.trust(payload.trust), actor_id=request.auth.actor)
-    return run_tool(tool, ctx, payload.arguments).as_dict()
+
+@router.get("/agents/{agent}/tools", response=s.ToolDefinitionsOut,
+            summary="Get the memory tools' definitions for a model")
+def tool_definitions(request, agent: str, query: Query[ToolsQuery]):
+    """The memory tools' definitions, ready to hand to a model: run the model's calls with `POST …/tools/{tool}`."""
+    return {"format": query.format, "tools": definitions(query.format)}
+
+
+TOOL_HELP = ("Run the tool as the model would, with the arguments it gave. A refusal is `ok: false` with the "
+             "reason in `data.error`; with guest trust the tool touches only the conversation named (see "
+             "`memory.admission`).")
+
+
+def _tool_operation(definition: ToolDefinition) -> None:
+    """`POST /agents/{agent}/tools/<tool>`, one operation per tool: the document types each tool's arguments
+    with the tool's own definition, and a call is checked against it (422) before the tool runs."""
+    arguments = Draft202012Validator(definition.parameters)
+
+    def run(request, agent, payload):
+        problems = sorted(arguments.iter_errors(payload.arguments), key=lambda e: [str(p) for p in e.path])
+        problem = problems[0] if problems else None
+        if problem is not None:
+            where = ".".join(["arguments", *map(str, problem.path)])
+            raise ApiError(422, "invalid_input", f"{where}: {problem.message}"[:500])
+        ctx = request.auth.tool_context(agent_id=agent, conversation=payload.conversation,
+                                        asserted_trust=payload.trust, owner_id=payload.owner_id)
+        return run_tool(definition.name, ctx, payload.arguments).as_dict()
+
+    run.__name__ = run.__qualname__ = definition.name
+    run.__doc__ = f"{definition.description}\n\n{TOOL_HELP}"
+    run.__annotations__ = {"agent": str, "payload": s.tool_body(definition)}
+    router.post(f"/agents/{{agent}}/tools/{definition.name}", response=s.ToolOut,
+                summary=f"Run {definition.name}: {definition.title[0].lower()}{definition.title[1:]}")(run)
+
+
+for _definition in TOOL_DEFINITIONS:
+    _tool_operation(_definition)
 
 
 class MemoryQuery(Schema):
@@ -65,7 +102,7 @@ class MemoryQuery(Schema):
 ARCHIVED = {"false": False, "true": True, "all": None}
 
 
-@router.get("/agents/{agent}/memories", response=s.MemoryListOut)
+@router.get("/agents/{agent}/memories", response=s.MemoryListOut, summary="List or search memory rows")
 def memories(request, agent: str, query: Query[MemoryQuery]):
     """List rows newest first, or search them with `q` (best match first)."""
     archived = ARCHIVED[query.archived]
@@ -83,13 +120,63 @@ def memories(request, agent: str, query: Query[MemoryQuery]):
     return {"memories": [memory_out(row) for row in rows]}
 
 
-def _row_for(request, memory_id: int, action: str) -> Memory:
-    request.auth.require_operator(action)
+def event_out(event) -> dict:
+    return {"id": event.id, "action": event.action, "before_value": event.before_value,
+            "after_value": event.after_value, "before_category": event.before_category,
+            "after_category": event.after_category, "actor_type": event.actor_type, "actor_id": event.actor_id,
+            "run_id": event.run_id, "reason": event.reason, "created_at": event.created_at}
+
+
+def _operator_writer(request, *, agent_id: str, owner_id: str) -> Writer:
+    """An operator's change through the API: admission's operator column (owner or agent scope by category)."""
+    return Writer(kind="operator", agent_id=agent_id, owner_id=owner_id, trust=Trust.OPERATOR,
+                  actor_id=request.auth.actor)
+
+
+@router.post("/agents/{agent}/memories", response={201: s.MemoryAddedOut, 200: s.MemoryAddedOut},
+             summary="Add a long-term memory")
+def memory_add(request, agent: str, payload: s.MemoryIn):
+    """Add a long-term row (operator key), through admission: the category decides the scope, and a live row
+    with the same key is replaced (200) rather than duplicated. The prompt files are rebuilt."""
+    request.auth.require_operator("adding a memory")
+    writer = _operator_writer(request, agent_id=agent, owner_id=payload.owner_id or conf.memory.owner_id)
+    with transaction.atomic():
+        row, action = admit_add(writer, key=payload.key, value=payload.value, category=payload.category,
+                                reason=payload.reason)
+    return Status(201 if action == "add" else 200, {**_rebuilt(row, "api_add"), "action": action})
+
+
+@router.get("/memories/{memory_id}", response=s.MemoryDetailOut, summary="Get a memory and its history")
+def memory_detail(request, memory_id: int):
+    """One row, archived or not, with every change to it (who, when, why), oldest first."""
+    row = _row_of(request, memory_id)
+    return {"memory": memory_out(row), "history": [event_out(e) for e in memory_history(memory_id=row.id)]}
+
+
+@router.patch("/memories/{memory_id}", response=s.MemoryChangeOut, summary="Correct a memory")
+def memory_edit(request, memory_id: int, payload: s.MemoryPatchIn):
+    """Correct a row's value or category (operator key), through admission, recorded in its history with the
+    reason. The prompt files are rebuilt."""
+    row = _row_for(request, memory_id, "changing a memory")
+    if payload.value is None and payload.category is None:
+        raise ApiError(400, "nothing_to_change", "send value, category or both")
+    writer = _operator_writer(request, agent_id=row.agent_id, owner_id=row.owner_id)
+    row = admit_replace(writer, memory_id=row.id, value=row.value if payload.value is None else payload.value,
+                        category=payload.category, reason=payload.reason)
+    return _rebuilt(row, "api_edit")
+
+
+def _row_of(request, memory_id: int) -> Memory:
     row = Memory.objects.filter(pk=memory_id).first()
     if row is None:
         raise ApiError(404, "not_found", f"memory row {memory_id} does not exist")
     request.auth.require_agent(row.agent_id)
     return row
+
+
+def _row_for(request, memory_id: int, action: str) -> Memory:
+    request.auth.require_operator(action)
+    return _row_of(request, memory_id)
 
 
 def _rebuilt(row: Memory, trigger: str) -> dict:
@@ -98,7 +185,7 @@ def _rebuilt(row: Memory, trigger: str) -> dict:
     return {"memory": memory_out(row), "rendered_in": rebuild.shown_in(row.id), "warnings": rebuild.warnings}
 
 
-@router.post("/memories/{memory_id}/archive", response=s.MemoryChangeOut)
+@router.post("/memories/{memory_id}/archive", response=s.MemoryChangeOut, summary="Archive a memory")
 def archive(request, memory_id: int, payload: s.ArchiveIn):
     """Archive a row (operator key); it leaves the prompt files and recall, and can be restored."""
     row = _row_for(request, memory_id, "archiving a memory")
@@ -107,13 +194,13 @@ def archive(request, memory_id: int, payload: s.ArchiveIn):
     return _rebuilt(row, "api_archive")
 
 
-@router.post("/memories/{memory_id}/approve", response=s.MemoryChangeOut)
+@router.post("/memories/{memory_id}/approve", response=s.MemoryChangeOut, summary="Approve a waiting directive change")
 def approve(request, memory_id: int, payload: s.DecisionIn):
     """Approve the change waiting on a row (operator key): made now, the prompt files rebuilt."""
     return _decide(request, memory_id, payload, approve=True)
 
 
-@router.post("/memories/{memory_id}/reject", response=s.MemoryChangeOut)
+@router.post("/memories/{memory_id}/reject", response=s.MemoryChangeOut, summary="Reject a waiting directive change")
 def reject(request, memory_id: int, payload: s.DecisionIn):
     """Reject the change waiting on a row (operator key): nothing changes; the history keeps it."""
     return _decide(request, memory_id, payload, approve=False)
@@ -125,7 +212,7 @@ def _decide(request, memory_id: int, payload, *, approve: bool) -> dict:
     return _rebuilt(row, "api_approve" if approve else "api_reject")
 
 
-@router.post("/memories/{memory_id}/restore", response=s.MemoryChangeOut)
+@router.post("/memories/{memory_id}/restore", response=s.MemoryChangeOut, summary="Restore an archived memory")
 def restore(request, memory_id: int):
     """Un-archive a row (operator key); the prompt files are rebuilt so it reappears at once."""
     row = _row_for(request, memory_id, "restoring a memory")
@@ -134,7 +221,7 @@ def restore(request, memory_id: int):
     return _rebuilt(row, "api_restore")
 
 
-@router.post("/agents/{agent}/review", response=s.ReviewOut)
+@router.post("/agents/{agent}/review", response=s.ReviewOut, summary="Review the conversation now")
 def review(request, agent: str, payload: s.ReviewIn):
     """`memory_review --now` (operator key): review now, past the interval gates; same JSON."""
     request.auth.require_operator("a memory review")
@@ -147,7 +234,7 @@ class ReviewRunQuery(Schema):
     limit: int = Field(50, ge=1, le=500)
 
 
-@router.get("/agents/{agent}/review-runs", response=s.ReviewRunListOut)
+@router.get("/agents/{agent}/review-runs", response=s.ReviewRunListOut, summary="List review runs")
 def review_runs(request, agent: str, query: Query[ReviewRunQuery]):
     """Review runs newest first, with their outcome: the ids to undo one with."""
     runs = ReviewRun.objects.filter(agent_id=agent).order_by("-started_at", "-id")
@@ -160,7 +247,7 @@ def review_runs(request, agent: str, query: Query[ReviewRunQuery]):
                      for r in runs[: query.limit]]}
 
 
-@router.post("/review-runs/{run_id}/undo", response=s.UndoOut)
+@router.post("/review-runs/{run_id}/undo", response=s.UndoOut, summary="Undo a review run")
 def review_undo(request, run_id: int):
     """Undo a review run's operations (operator key)."""
     request.auth.require_operator("undoing a review")
@@ -171,7 +258,7 @@ def review_undo(request, run_id: int):
     return undo(run_id=run_id, actor=request.auth.actor)
 
 
-@router.get("/agents/{agent}/memory-sources", response=s.MemorySourcesOut)
+@router.get("/agents/{agent}/memory-sources", response=s.MemorySourcesOut, summary="List memory sources")
 def memory_sources(request, agent: str):
     """Where the agent's memories come from: conversations and scheduled jobs (`job:<id>`)."""
     sources = MemorySource.objects.filter(agent_id=agent).order_by("source_type", "key")[:1000]
@@ -180,7 +267,7 @@ def memory_sources(request, agent: str):
 
 
 @router.post("/agents/{agent}/realtime/transcripts", response={200: s.TranscriptOut, 201: s.TranscriptOut},
-             tags=["realtime"])
+             tags=["realtime"], summary="Store a voice transcript")
 def transcript(request, agent: str, payload: s.TranscriptIn):
     """A final voice transcript: stored as a `voice_turn` (201) when `persist_transcripts` is on, else 200.
 

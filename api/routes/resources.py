@@ -25,7 +25,8 @@ def revision_out(revision, *, content: bool = False) -> dict:
     return data
 
 
-@router.get("/agents/{agent}/resources", response=s.ResourceListOut)
+@router.get("/agents/{agent}/resources", response=s.ResourceListOut,
+            summary="List resources with their current revision")
 def resources(request, agent: str):
     """Every resource of the agent with its current revision (checkpoints last, one per conversation)."""
     return {"resources": [
@@ -41,7 +42,7 @@ class HistoryQuery(Schema):
     limit: int | None = Field(None, ge=1, le=1000)
 
 
-@router.get(RESOURCE + "/revisions", response=s.RevisionListOut)
+@router.get(RESOURCE + "/revisions", response=s.RevisionListOut, summary="List a resource's revisions")
 def revisions(request, agent: str, resource_type: str, query: Query[HistoryQuery]):
     """Revisions newest first, without their content."""
     rows = resource_revision_list(agent_id=agent, resource_type=resource_type, scope_id=query.scope,
@@ -54,7 +55,8 @@ class ScopeQuery(Schema):
     scope: s.ScopeText | None = None
 
 
-@router.get(RESOURCE + "/revisions/{revision}", response=s.RevisionContentOut)
+@router.get(RESOURCE + "/revisions/{revision}", response=s.RevisionContentOut,
+            summary="Get one revision with its content")
 def revision(request, agent: str, resource_type: str, revision: int, query: Query[ScopeQuery]):
     """One revision with its content."""
     found = resource_revision_get(agent_id=agent, resource_type=resource_type, revision=revision,
@@ -69,7 +71,7 @@ class DiffQuery(Schema):
     scope: s.ScopeText | None = None
 
 
-@router.get(RESOURCE + "/diff", response=s.DiffOut)
+@router.get(RESOURCE + "/diff", response=s.DiffOut, summary="Diff two revisions")
 def diff(request, agent: str, resource_type: str, query: Query[DiffQuery]):
     """Unified diff from revision `a` to revision `b` ("" when equal)."""
     rev_a, rev_b = (resource_revision_get(agent_id=agent, resource_type=resource_type, revision=n,
@@ -78,7 +80,7 @@ def diff(request, agent: str, resource_type: str, query: Query[DiffQuery]):
             "diff": revision_diff(rev_a, rev_b, context=query.context)}
 
 
-@router.post(RESOURCE + "/rollback", response=s.RollbackOut)
+@router.post(RESOURCE + "/rollback", response=s.RollbackOut, summary="Roll a resource back to a revision")
 def rollback(request, agent: str, resource_type: str, payload: s.RollbackIn):
     """Make an earlier revision current again as a new `rollback` revision (operator key).
 
@@ -93,7 +95,8 @@ def rollback(request, agent: str, resource_type: str, payload: s.RollbackIn):
             "revision": result.revision.revision if result.revision else None, "caveat": result.caveat}
 
 
-@router.post("/agents/{agent}/soul/proposals", response={201: s.SoulProposalOut}, tags=["soul"])
+@router.post("/agents/{agent}/soul/proposals", response={201: s.SoulProposalOut}, tags=["soul"],
+             summary="Propose a SOUL.md change")
 def soul_proposal(request, agent: str, payload: s.SoulProposalIn):
     """`/soul …`: propose a SOUL.md change (operator trust); apply or deny it by its token."""
     trust = request.auth.require_operator_trust(payload.trust, "/soul")
@@ -103,7 +106,8 @@ def soul_proposal(request, agent: str, payload: s.SoulProposalIn):
                         "diff": proposal.diff, "rationale": proposal.rationale, "expires_at": proposal.expires_at})
 
 
-@router.post("/agents/{agent}/soul/proposals/{token}/apply", response=s.SoulDecisionOut, tags=["soul"])
+@router.post("/agents/{agent}/soul/proposals/{token}/apply", response=s.SoulDecisionOut, tags=["soul"],
+             summary="Apply a SOUL.md proposal")
 def soul_proposal_apply(request, agent: str, token: str, payload: s.SoulDecisionIn | None = None):
     """Write the proposal's SOUL.md (operator trust); a stale base or a decided proposal is a 409."""
     trust = request.auth.require_operator_trust(payload.trust if payload else None, "/soul apply")
@@ -112,7 +116,8 @@ def soul_proposal_apply(request, agent: str, token: str, payload: s.SoulDecision
             "revision": applied.revision}
 
 
-@router.post("/agents/{agent}/soul/proposals/{token}/deny", response=s.SoulDecisionOut, tags=["soul"])
+@router.post("/agents/{agent}/soul/proposals/{token}/deny", response=s.SoulDecisionOut, tags=["soul"],
+             summary="Deny a SOUL.md proposal")
 def soul_proposal_deny(request, agent: str, token: str, payload: s.SoulDecisionIn | None = None):
     """Drop the proposal without writing anything (operator trust)."""
     trust = request.auth.require_operator_trust(payload.trust if payload else None, "/soul deny")

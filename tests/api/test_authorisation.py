@@ -35,7 +35,9 @@ CONV = "/agents/main/conversations/telegram:1"
 # The operations whose body says who is speaking (`trust`): a channel key may assert operator trust in
 # them only if it was created with --may-assert-operator.
 TRUST_BODIES = {CONV + "/messages", CONV + "/commit", CONV + "/compact", CONV + "/clear", CONV + "/turns",
-                "/agents/main/tools/memory_recall", "/agents/main/soul/proposals",
+                "/agents/main/tools/memory_store", "/agents/main/tools/memory_recall",
+                "/agents/main/tools/memory_forget", "/agents/main/tools/memory_sources_list",
+                "/agents/main/soul/proposals",
                 "/agents/main/soul/proposals/{token}/apply", "/agents/main/soul/proposals/{token}/deny"}  # POST
 JOB = {"name": "digest", "prompt": "Summarise the day.", "schedule_type": "interval", "interval_seconds": 3600}
 
@@ -48,10 +50,21 @@ ENDPOINTS = [
     ("post", CONV + "/clear", {}, TRUST),
     ("post", CONV + "/turns", {"content": "hi"}, ANY),
     ("get", "/agents/main/prompt", None, ANY),
+    ("get", "/agents/main/tools", None, ANY),
+    ("post", "/agents/main/tools/memory_store", {"conversation": "telegram:1", "arguments": {"key": "k", "value": "v"}},
+     ANY),
     ("post", "/agents/main/tools/memory_recall", {"conversation": "telegram:1", "arguments": {"query": "x"}}, ANY),
+    ("post", "/agents/main/tools/memory_forget", {"conversation": "telegram:1", "arguments": {"id": 1}}, ANY),
+    ("post", "/agents/main/tools/memory_sources_list", {"conversation": "telegram:1"}, ANY),
     ("get", "/agents/main/memories", None, ANY),
+    ("post", "/agents/main/memories", {"key": "food", "value": "likes figs", "category": "preference"}, KEY),
+    ("get", "/memories/{live}", None, ANY),
+    ("patch", "/memories/{live}", {"value": "lives in Porto", "reason": "moved"}, KEY),
+    ("get", "/agents/main/conversations", None, ANY),
     ("post", "/memories/{live}/archive", {"reason": "stale"}, KEY),
     ("post", "/memories/{archived}/restore", {}, KEY),
+    ("post", "/memories/{live}/approve", {"reason": "yes"}, KEY),  # nothing waits: 409 for who may decide
+    ("post", "/memories/{live}/reject", {"reason": "no"}, KEY),
     ("post", "/agents/main/review", {}, KEY),
     ("get", "/agents/main/review-runs", None, ANY),
     ("post", "/review-runs/{run}/undo", {}, KEY),
@@ -163,8 +176,7 @@ def test_the_matrix_covers_every_operation_in_the_openapi_document():
     normalised = set()
     for method, path in walked:
         for name, param in (("{live}", "{memory_id}"), ("{archived}", "{memory_id}"), ("{run}", "{run_id}"),
-                            ("{job}", "{job_id}"), ("soul_md", "{resource_type}"), ("/1", "/{revision}"),
-                            ("memory_recall", "{tool}")):
+                            ("{job}", "{job_id}"), ("soul_md", "{resource_type}"), ("/1", "/{revision}")):
             path = path.replace(name, param)
         normalised.add((method, path))
     assert normalised == documented
@@ -181,8 +193,7 @@ def test_the_matrix_knows_every_operation_whose_body_says_who_is_speaking():
             if any("trust" in bodies[name].get("properties", {}) for name in names):
                 assert method == "post"
                 with_trust.add(path)
-    walked = {path.replace("telegram:1", "{conv}").replace("main", "{agent}").replace("memory_recall", "{tool}")
-              for path in TRUST_BODIES}
+    walked = {path.replace("telegram:1", "{conv}").replace("main", "{agent}") for path in TRUST_BODIES}
     assert walked == with_trust
 
 

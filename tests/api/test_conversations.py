@@ -124,7 +124,7 @@ def test_the_tools_run_with_the_trust_given(home, bot, owner_bot):
     assert [row["id"] for row in recalled["data"]] == [stored["data"]["id"]]
     sources = bot.post("/agents/main/tools/memory_sources_list", {"conversation": "telegram:42"}).json()
     assert [s["key"] for s in sources["data"]] == ["conversation:telegram:42:root"]
-    assert error_of(bot.post("/agents/main/tools/shell", body)) == (422, "invalid_input")
+    assert error_of(bot.post("/agents/main/tools/shell", body)) == (404, "unknown_endpoint")  # no such tool
 
 
 def test_memories_list_filters_and_searches(home, bot):

@@ -1,7 +1,10 @@
 """The OpenAPI document validates, lists exactly the endpoints served, and the browsable docs load."""
 
 import pytest
+from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
+
+from memory.tool_definitions import definitions
 
 pytestmark = pytest.mark.django_db
 
@@ -14,8 +17,16 @@ CONTRACT = {
     ("post", "/api/v1/agents/{agent}/conversations/{conv}/clear"),
     ("post", "/api/v1/agents/{agent}/conversations/{conv}/turns"),
     ("get", "/api/v1/agents/{agent}/prompt"),
-    ("post", "/api/v1/agents/{agent}/tools/{tool}"),
+    ("get", "/api/v1/agents/{agent}/tools"),
+    ("post", "/api/v1/agents/{agent}/tools/memory_store"),
+    ("post", "/api/v1/agents/{agent}/tools/memory_recall"),
+    ("post", "/api/v1/agents/{agent}/tools/memory_forget"),
+    ("post", "/api/v1/agents/{agent}/tools/memory_sources_list"),
     ("get", "/api/v1/agents/{agent}/memories"),
+    ("post", "/api/v1/agents/{agent}/memories"),
+    ("get", "/api/v1/memories/{memory_id}"),
+    ("patch", "/api/v1/memories/{memory_id}"),
+    ("get", "/api/v1/agents/{agent}/conversations"),
     ("post", "/api/v1/memories/{memory_id}/archive"),
     ("post", "/api/v1/memories/{memory_id}/restore"),
     ("post", "/api/v1/memories/{memory_id}/approve"),
@@ -66,7 +77,8 @@ def test_every_operation_needs_the_bearer_key_and_documents_the_error_shape(docu
         for method, operation in operations.items():
             assert operation["security"] == [{"ApiKeyAuth": []}], (method, path)
             for status in ("401", "403", "422"):
-                schema = operation["responses"][status]["content"]["application/json"]["schema"]
+                name = operation["responses"][status]["$ref"].removeprefix("#/components/responses/")
+                schema = document["components"]["responses"][name]["content"]["application/json"]["schema"]
                 assert schema == {"$ref": "#/components/schemas/ErrorOut"}
 
 
@@ -88,3 +100,62 @@ def test_the_browsable_docs_load_their_assets_locally(client, home):
     page = response.content.decode()
     assert "/static/ninja/swagger-ui-bundle.js" in page and "/api/v1/openapi.json" in page
     assert client.get("/static/ninja/swagger-ui-bundle.js").status_code == 200
+
+
+def test_the_redoc_page_loads_its_assets_locally(client, home):
+    response = client.get("/api/v1/redoc")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "/static/ninja/redoc.standalone.js" in page and "/api/v1/openapi.json" in page
+    assert "cdn" not in page.lower() and "https://" not in page
+    assert client.get("/static/ninja/redoc.standalone.js").status_code == 200
+
+
+def test_each_error_response_is_described_once_and_referred_to(document):
+    responses = document["components"]["responses"]
+    assert responses["Unauthorized"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorOut"}
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            errors = {status: r for status, r in operation["responses"].items() if int(status) >= 400}
+            assert errors and all(set(r) == {"$ref"} for r in errors.values()), (method, path)
+            assert all(r["$ref"].removeprefix("#/components/responses/") in responses for r in errors.values())
+
+
+def test_every_operation_has_a_summary_written_for_people(document):
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            # ninja's own summary is the function's name in title case ("Tool Definitions")
+            assert operation["summary"] and not operation["summary"].istitle(), (method, path, operation["summary"])
+
+
+def test_each_tool_operation_types_its_arguments_with_the_tools_definition(document):
+    schemas = document["components"]["schemas"]
+    for tool in definitions("openai"):
+        name = tool["function"]["name"]
+        body = document["paths"][f"/api/v1/agents/{{agent}}/tools/{name}"]["post"]["requestBody"]
+        ref = body["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+        arguments = schemas[ref]["properties"]["arguments"]
+        assert {k: arguments[k] for k in tool["function"]["parameters"]} == tool["function"]["parameters"]
+        assert ("arguments" in schemas[ref].get("required", [])) == bool(tool["function"]["parameters"].get(
+            "required"))
+
+
+def test_every_operation_shows_a_real_request_and_answer_that_fit_its_schemas(document):
+    """The examples (recorded by scripts/openapi_examples.py against the real server) exist and still fit."""
+    def fits(schema, example, where):
+        problems = list(Draft202012Validator({**document, **schema}).iter_errors(example))  # `$ref`s resolve here
+        assert not problems, (where, [p.message for p in problems[:3]])
+
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            where = (method, path)
+            answers = [r["content"]["application/json"] for status, r in operation["responses"].items()
+                       if status.startswith("2") and "example" in r.get("content", {}).get("application/json", {})]
+            assert len(answers) == 1, where
+            fits(answers[0]["schema"], answers[0]["example"], where)
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            if body is not None and operation["requestBody"].get("required"):
+                assert "example" in body, where
+            if body is not None and "example" in body:
+                fits(body["schema"], body["example"], where)
