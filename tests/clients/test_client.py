@@ -3,6 +3,7 @@
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 from fermix_client import (
     AsyncClient,
@@ -58,6 +59,19 @@ def test_a_retried_turn_whose_answer_was_lost_runs_the_model_once(served, script
     assert len(script.requests("turn")) == turns_before + 1
     turns = proxy.requests_to("/turns")
     assert len(turns) == 2 and turns[0].headers["idempotency-key"] == turns[1].headers["idempotency-key"]
+
+
+def test_a_turn_retried_while_its_first_attempt_still_runs_waits_for_its_answer(served, script, conv):
+    script.push("turn", Reply(text="Slow but sure.", delay=3))
+    turns_before = len(script.requests("turn"))
+    patient = RetryPolicy(attempts=12, backoff=0.5, max_backoff=1.0)
+    with Client(served.base, api_key=served.bot, retry=patient, timeout=httpx.Timeout(30, read=1)) as fermix:
+        # The first attempt's answer is not awaited (read timeout); the retries meet its claim (409
+        # idempotency_in_progress) until it has answered, then get that answer.
+        answer = fermix.turn(conv, "Take your time.")
+        assert answer["reply"] == "Slow but sure."
+        assert contents(fermix, conv) == [("user", "Take your time."), ("assistant", "Slow but sure.")]
+    assert len(script.requests("turn")) == turns_before + 1
 
 
 def test_a_gateways_503_and_a_429_are_retried_with_the_same_key(served, conv):

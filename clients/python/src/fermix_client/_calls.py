@@ -27,6 +27,7 @@ ToolName = Literal["memory_store", "memory_recall", "memory_forget", "memory_sou
 ToolFormat = Literal["openai", "anthropic", "mcp"]
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+IN_PROGRESS = "idempotency_in_progress"  # 409: the first attempt of this key still runs (a turn thinking)
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,10 @@ class Call:
 class RetryPolicy:
     """How often and how patiently to retry: exponential backoff with jitter, `Retry-After` honoured.
 
-    A replayable call is retried on any transport error and on 429/502/503/504. Any other write is
-    retried only when the server cannot have acted on it: the connection was never made, or a 429.
+    A replayable call is retried on any transport error and on 429/502/503/504, and a keyed one also on
+    `409 idempotency_in_progress` (its first attempt is still running: the retry waits for its answer).
+    Any other write is retried only when the server cannot have acted on it: the connection was never
+    made, or a 429.
     """
 
     attempts: int = 4
@@ -71,6 +74,8 @@ class RetryPolicy:
 
     @staticmethod
     def retry_status(call: Call, response: httpx.Response) -> bool:
+        if response.status_code == 409:
+            return call.idempotency_key is not None and error_from(response).code == IN_PROGRESS
         if response.status_code not in RETRY_STATUSES:
             return False
         return call.replayable or response.status_code == 429
