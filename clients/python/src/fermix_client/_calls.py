@@ -69,7 +69,7 @@ class RetryPolicy:
         after = _retry_after(response)
         if after is not None:
             return min(after, self.max_backoff)
-        base = min(self.backoff * 2 ** (attempt - 1), self.max_backoff)
+        base = min(self.backoff * 2.0 ** (attempt - 1), self.max_backoff)
         return base * (0.5 + random.random() / 2)
 
     @staticmethod
