@@ -117,9 +117,8 @@ class FermixBot:
         if self.trust(message) != "operator":
             await self.reply(message, OWNER_ONLY.format(command="/prompt"))
             return
-        chat_type = self.chat_type(message)
-        prompt = await self.fermix.prompt(conversation_of(message),
-                                          chat_type=None if chat_type == "direct" else chat_type)
+        prompt = await self.fermix.prompt(conversation_of(message), chat_type=self.chat_type(message),
+                                          trust="operator")
         system = "\n\n".join(m["content"] for m in prompt["system_messages"])
         await self.reply(message, f"prompt {prompt['prompt_hash'][:12]}, {len(prompt['history'])} messages of "
                                   f"history, parts: {', '.join(prompt['parts'])}\n\n{system}")

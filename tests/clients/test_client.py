@@ -146,7 +146,7 @@ def test_a_bot_conversation_through_the_client(served, script, conv):
                 Reply(text="Noted."))
     turn = bot.turn(conv, "Remember where I live.", trust="operator", sender="ana")
     assert (turn["reply"], turn["usage"]["tool_calls"]) == ("Noted.", 1)
-    assert "lives in Lisbon" in str(bot.prompt(conv)["system_messages"])
+    assert "lives in Lisbon" in str(bot.prompt(conv, trust="operator")["system_messages"])
     assert bot.prompt()["conversation"] is None
 
     bot.append(conv, "Anything else?", role="assistant")
@@ -214,3 +214,16 @@ def test_the_async_client_speaks_the_same_api(served, script, conv):
     assert answer["reply"] == "Hi Ana."
     assert [m["content"] for m in window["messages"]] == ["hello", "Say hi", "Hi Ana."]
     assert [m["content"] for m in prompt["history"]] == ["hello", "Say hi", "Hi Ana."]
+
+
+def test_chat_type_is_sent_when_given_and_a_group_prompt_leaves_user_md_out(served, conv):
+    with Client(served.base, api_key=served.bot) as fermix:
+        fermix.call_tool("memory_store", conv, {"key": "home", "value": "lives in Lisbon", "category": "identity"},
+                         trust="operator")
+        assert "lives in Lisbon" in str(fermix.prompt(conv, trust="operator")["system_messages"])
+        assert "lives in Lisbon" not in str(fermix.prompt(conv)["system_messages"])  # a guest's view
+        group = conv + ":group"
+        fermix.append(group, "hi all", chat_type="group")
+        for shown in (fermix.prompt(group, trust="operator"), fermix.prompt(conv, chat_type="group", trust="operator")):
+            assert "lives in Lisbon" not in str(shown["system_messages"])
+            assert any(part.startswith("USER.md left out") for part in shown["parts"])

@@ -1,5 +1,5 @@
 """fermix_client on the CONTRACT §8 endpoints for bot authors: tool definitions, memories over HTTP,
-conversations with a cursor, and `chat_type`."""
+and conversations with a cursor."""
 
 import pytest
 from fermix_client import Client, Forbidden
@@ -25,7 +25,7 @@ def test_memories_over_http_add_read_and_change_a_row_with_its_history(served):
         assert "drinks green tea" in str(shown["history"]) and "drinks black coffee" in str(shown)
         with pytest.raises(Forbidden):
             bot.update_memory(row["id"], value="x", reason="a channel key is no operator")
-        assert "drinks black coffee" in str(bot.prompt()["system_messages"])
+        assert "drinks black coffee" in str(bot.prompt(trust="operator")["system_messages"])
 
 
 def test_conversations_are_listed_newest_first_page_by_page(served):
@@ -42,11 +42,3 @@ def test_conversations_are_listed_newest_first_page_by_page(served):
     expected = [f"telegram:{n}:root" for n in reversed(range(5))]
     assert [key for key in seen if key in expected] == expected and len(seen) == len(set(seen))
 
-
-def test_chat_type_is_sent_when_given_and_a_group_prompt_leaves_user_md_out(served):
-    with Client(served.base, api_key=served.bot) as fermix:
-        fermix.call_tool("memory_store", "telegram:-100", {"key": "home", "value": "lives in Lisbon",
-                                                           "category": "identity"}, trust="operator")
-        fermix.append("telegram:-100", "hi all", chat_type="group")
-        assert "lives in Lisbon" in str(fermix.prompt("telegram:-100")["system_messages"])
-        assert "lives in Lisbon" not in str(fermix.prompt("telegram:-100", chat_type="group")["system_messages"])

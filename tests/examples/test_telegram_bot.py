@@ -129,7 +129,10 @@ def test_a_group_conversation_records_everyone_and_answers_when_spoken_to(stack)
     assert stack.window(f"telegram:{GROUP}")[:3] == [
         ("user", "Anyone up for lunch?", "guest", "Bo"), ("user", f"@{BOT_USERNAME} what do you think?", "guest", "Bo"),
         ("assistant", "Lunch sounds good, Bo.", "guest", "main")]
-    # The guest's turn could not write the owner's memory: the note stays in the group's conversation.
+    # The group's turn was composed without the owner's USER.md, and could not write the owner's memory:
+    group_turn = next(r.body for r in reversed(stack.script.requests("turn")) if "what do you think" in r.raw.decode())
+    assert "lives in Lisbon" not in str([m for m in group_turn["messages"] if m["role"] == "system"])
+    # the guest's identity note stays in the group's conversation.
     bo = [row for row in stack.memories() if "Bo" in row["value"]]
     assert [(row["scope_type"], row["scope_id"]) for row in bo] == [("conversation", f"telegram:{GROUP}:root")]
 

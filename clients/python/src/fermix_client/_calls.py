@@ -187,9 +187,10 @@ class Endpoints(Generic[R]):
                                idempotency_key=idempotency_key or uuid.uuid4().hex))
 
     def prompt(self, conversation: str | None = None, *, owner_id: str | None = None, realtime: bool | None = None,
-               chat_type: ChatType | None = None, agent: str | None = None) -> R:
-        """What the model sees: `{system_messages, history, prompt_hash, …}`."""
-        params = _given(conversation=conversation, owner_id=owner_id, chat_type=chat_type,
+               chat_type: ChatType | None = None, trust: Trust | None = None, agent: str | None = None) -> R:
+        """What the model sees for a speaker of `trust` in a chat of `chat_type` (the service's default
+        trust is `guest`, who is not shown USER.md): `{system_messages, history, prompt_hash, parts, …}`."""
+        params = _given(conversation=conversation, owner_id=owner_id, chat_type=chat_type, trust=trust,
                         realtime=None if realtime is None else str(realtime).lower())
         return self._send(Call("GET", self._agent(agent) + "/prompt", params=params))
 
