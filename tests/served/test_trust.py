@@ -44,7 +44,7 @@ def test_a_channel_keys_guest_tool_calls_cannot_reach_the_owners_memory(fermix_s
     assert found["meta"]["mode"] in ("hybrid", "lexical")  # lexical while the cluster embeds the messages
 
     assert user_md.read_text() == before
-    prompt = owner.get("/api/v1/agents/main/prompt").json()["system_messages"]
+    prompt = owner.get("/api/v1/agents/main/prompt", params={"trust": "operator"}).json()["system_messages"]
     assert "lives in Lisbon" in str(prompt) and "Mallory" not in str(prompt)
     rows = owner.get("/api/v1/agents/main/memories", params={"archived": "all"}).json()["memories"]
     assert {(r["key"], r["value"], r["archived"]) for r in rows if r["key"] == "home"} == {
