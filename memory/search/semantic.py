@@ -176,6 +176,9 @@ def _best(entry: _Entry, vector: np.ndarray, wanted: int) -> list[tuple[int, flo
     """The `wanted` nearest (object id, cosine) of an entry, best first."""
     if not len(entry.ids):
         return []
+    if ann.available():  # usearch scores float16 rows directly, several times faster than a float32 copy
+        rows, scores = ann.exact_nearest(entry.matrix, vector, wanted)
+        return [(int(entry.ids[i]), float(score)) for i, score in zip(rows, scores, strict=True)]
     scores = entry.matrix.astype(np.float32) @ vector if len(entry.ids) <= 20_000 else _chunked(entry.matrix, vector)
     wanted = min(len(scores), wanted)
     best = np.argpartition(-scores, wanted - 1)[:wanted]
