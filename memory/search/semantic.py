@@ -78,7 +78,7 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
     with _lock:
         entry = _cache.get(key)
         too_large = _too_large.get(key) == generation
-    if too_large:
+    if too_large or (entry is not None and len(entry.ids) > limit):  # (the limit may have been lowered)
         raise TooLarge(f"more than {limit:,} vectors in scope")
     if entry is None or entry.generation != generation:
         if _rows(model_id, kind, scope, after_id)[:limit + 1].count() > limit:
