@@ -164,14 +164,17 @@ def _restore(path: Path, meta: Meta):
     except (RuntimeError, ValueError, OSError) as exc:
         logger.warning("vector index %s unreadable: %s", path, exc)
         return None
-    return index if index is not None and index.ndim == meta.dimensions and len(index) == meta.count else None
+    if index is None or index.ndim != meta.dimensions or len(index) != meta.count:
+        return None
+    index.expansion_search = EXPANSION_SEARCH  # a search setting: not kept in the file
+    return index
 
 
 def nearest_keys(current: Opened, vector: np.ndarray, count: int) -> list[int]:
     """The `embeddings` ids of about the `count` nearest vectors in the index, best first."""
     if not current.meta.count:
         return []
-    matches = current.index.search(np.asarray(vector, dtype=np.float32), min(count, current.meta.count))
+    matches = current.index.search(np.asarray(vector, dtype=np.float32), min(count, current.meta.count), threads=1)
     return [int(k) for k in matches.keys]
 
 
@@ -230,17 +233,19 @@ def _new_index(dimensions: int):
 
 
 def _save(index, path: Path, meta: Meta) -> Meta:
-    """Write the index beside its final name, then rename it over the old one, then its meta."""
+    """Write the index beside its final name, then its meta, then rename the index over the old one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     index.save(str(tmp))
     os.chmod(tmp, 0o600)
     meta = Meta(**{**asdict(meta), "size": tmp.stat().st_size, "digest": _digest(tmp),
                    "built_at": timezone.now().isoformat()})
-    os.replace(tmp, path)
+    # The meta first: a reader between the two renames sees the old file unlike its meta and refuses that
+    # version; the new file, a new inode, is read at the next search.
     meta_tmp = _meta_path(path).with_name(_meta_path(path).name + ".tmp")
     meta_tmp.write_text(json.dumps(asdict(meta), indent=1), encoding="utf-8")
     os.replace(meta_tmp, _meta_path(path))
+    os.replace(tmp, path)
     return meta
 
 
