@@ -27,9 +27,9 @@ from fermix_site import generations
 from fermix_site.conf import conf
 from memory import embeddings
 from memory.models import Embedding, Memory, Message
-from memory.search import ann, orm_filters
+from memory.search import ann, any_after, orm_filters, passing
 from memory.search.rank import Scored
-from memory.vectors import GRACE, embeddable_messages, vectors_generation
+from memory.vectors import EMBEDDED_KINDS, GRACE, vectors_generation
 
 CANDIDATES = 5  # the nearest limit × CANDIDATES vectors are checked against the filters
 PINNED_CANDIDATES = 40  # … × this many for an owner or conversation searched through the agent's index
@@ -66,12 +66,22 @@ def _rows(model_id: str, kind: str, scope: dict, after_id: int):
             .values_list("id", "object_id", "vector"))
 
 
+def _recent(model_id: str, kind: str, agent_id: str, after_id: int, limit: int) -> tuple[list, int]:
+    """The agent's vectors stored after its index was built, read by key: the scope's own index would walk
+    every vector of the agent to find the few past `after_id`. Returns (rows, the highest id read)."""
+    read = list(Embedding.objects.filter(id__gt=after_id).order_by("id")
+                .values_list("id", "object_id", "vector", "model_id", "kind", "agent_id")[:limit + 1])
+    mine = [r[:3] for r in read if r[3:] == (model_id, kind, agent_id)]
+    return mine, read[-1][0] if read else after_id
+
+
 class TooLarge(Exception):
     """The scope holds more vectors than exact search keeps in memory."""
 
 
 def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int = 0, top_object: int = 0) -> _Entry:
-    """The scope's vectors stored after `after_id` (`embeddings.id`), read once and kept current."""
+    """The scope's vectors stored after `after_id` (`embeddings.id`; past 0: those an agent's index does not
+    hold yet), read once and kept current."""
     limit = conf.embeddings.exact_max_vectors
     key = (model_id, kind, tuple(sorted(scope.items())), after_id)
     generation = generations.current([vectors_generation(scope["agent_id"])])
@@ -81,20 +91,26 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
     if too_large or (entry is not None and len(entry.ids) > limit):  # (the limit may have been lowered)
         raise TooLarge(f"more than {limit:,} vectors in scope")
     if entry is None or entry.generation != generation:
-        if _rows(model_id, kind, scope, after_id)[:limit + 1].count() > limit:
+        if not after_id and _rows(model_id, kind, scope, after_id)[:limit + 1].count() > limit:
             with _lock:
                 _too_large[key] = generation  # vectors only grow between removals: no need to count again
             raise TooLarge(f"more than {limit:,} vectors in scope")
         entry = _Entry(generation, np.zeros(0, dtype=np.int64), np.zeros((0, dimensions), dtype=np.float16),
                        after_id, top_object)
-    rows = list(_rows(model_id, kind, scope, entry.last_id)[:limit + 1])
+    if after_id:
+        rows, last_id = _recent(model_id, kind, scope["agent_id"], entry.last_id, limit)
+    else:
+        rows = list(_rows(model_id, kind, scope, entry.last_id)[:limit + 1])
+        last_id = rows[-1][0] if rows else entry.last_id
+    if len(entry.ids) + len(rows) > limit:
+        raise TooLarge(f"{len(entry.ids) + len(rows):,}+ vectors in scope; exact search keeps {limit:,}")
     if rows:
-        if len(entry.ids) + len(rows) > limit:
-            raise TooLarge(f"{len(entry.ids) + len(rows):,}+ vectors in scope; exact search keeps {limit:,}")
         added = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f2").reshape(-1, dimensions)
         entry = _Entry(generation, np.concatenate([entry.ids, np.fromiter((r[1] for r in rows), dtype=np.int64)]),
-                       np.concatenate([entry.matrix, added]), rows[-1][0],
+                       np.concatenate([entry.matrix, added]), last_id,
                        max(entry.top_object, max(r[1] for r in rows)))
+    elif last_id != entry.last_id:
+        entry = _Entry(generation, entry.ids, entry.matrix, last_id, entry.top_object)
     with _lock:
         if len(_cache) >= MAX_ENTRIES and key not in _cache:
             _cache.pop(next(iter(_cache)))
@@ -114,9 +130,11 @@ def incomplete(kind: str, model, filters: dict, top_object: int, has_vectors: bo
     no vector at all (`top_object`: the highest object id with a vector)."""
     old = timezone.now() - GRACE
     if kind == Embedding.Kind.MESSAGE:
-        waiting = embeddable_messages().filter(id__gt=top_object, **orm_filters(filters))
         # A scope with no vector yet cannot be searched by meaning at all, however new its rows are.
-        return (waiting if not has_vectors else waiting.filter(created_at__lt=old)).exists()
+        waiting = {**filters, "kind": list(EMBEDDED_KINDS), **({"created_at__lt": old} if has_vectors else {})}
+        if "created_at__lt" in filters and has_vectors:
+            waiting["created_at__lt"] = min(old, filters["created_at__lt"])
+        return any_after(Message._meta.db_table, top_object, waiting)
     embedded = Embedding.objects.filter(model_id=model.model_id, kind=kind, object_id=OuterRef("pk"))
     waiting = Memory.objects.filter(**orm_filters(filters)).exclude(Exists(embedded))
     return (waiting if not has_vectors else waiting.filter(updated_at__lt=old)).exists()
@@ -188,9 +206,8 @@ def _best(entry: _Entry, vector: np.ndarray, wanted: int) -> list[tuple[int, flo
 
 def _passing(kind: str, candidates: list[tuple[int, float]], filters: dict, limit: int) -> list[Scored]:
     """The candidates that pass every filter of the query in the database, best first."""
-    model_class = Message if kind == Embedding.Kind.MESSAGE else Memory
-    ids = [i for i, _ in candidates]
-    allowed = set(model_class.objects.filter(pk__in=ids, **orm_filters(filters)).values_list("pk", flat=True))
+    table = Message._meta.db_table if kind == Embedding.Kind.MESSAGE else Memory._meta.db_table
+    allowed = passing(table, [i for i, _ in candidates], filters)
     return [Scored(i, score, "") for i, score in candidates if i in allowed][:limit]
 
 
