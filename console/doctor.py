@@ -22,6 +22,7 @@ from fermix_site.queries import database_answers
 from fermix_site.storage import SQLITE_SYNCHRONOUS, SYNCHRONOUS_LEVELS, storage_state
 from memory import checks as memory_checks
 from memory import vectors
+from memory.search import ann
 from resources.bootstrap import BOOTSTRAP_TYPES, TEMPLATE_DIR, bootstrap_template_check
 from resources.catalog import FILE_NAMES, content_hash
 from resources.files import read_bytes, resource_file_path
@@ -220,11 +221,19 @@ def check_embeddings() -> Check:
     missing = sum(vectors.pending_counts(current["model_id"], older_than=vectors.GRACE))
     text = (f"{current['model_id']}: {current['messages']:,} of {current['messages_total']:,} messages, "
             f"{current['memories']:,} of {current['memories_total']:,} memory rows embedded")
+    details = {"models": models, "vector_indexes": ann.status()}
     if missing:
         return Check("embeddings", WARNING, text + f"; {missing:,} wait (the cluster embeds them, or run "
                      "`python manage.py embeddings_rebuild`); hybrid recall is lexical until they are done",
-                     {"models": models})
-    return Check("embeddings", OK, text, {"models": models})
+                     details)
+    large = ann.large_scopes(current["model_id"])
+    indexed = {(i["agent_id"], i.get("kind")) for i in details["vector_indexes"] if i["whole"]}
+    unindexed = [f"{agent} {kind}" for agent, kind, _ in large if (agent, kind) not in indexed]
+    if unindexed:
+        why = "usearch is not installed" if not ann.available() else "run `python manage.py vector_index_rebuild`"
+        return Check("embeddings", WARNING, text + f"; no vector index on this node for {', '.join(unindexed)} "
+                     f"({why}); their recall is lexical until there is", details)
+    return Check("embeddings", OK, text + (f"; {len(indexed)} vector index(es)" if indexed else ""), details)
 
 
 CHECKS = (check_migrations, check_fts, check_wal, check_durability, check_revision_hashes, check_prompt_files,

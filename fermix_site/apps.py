@@ -8,6 +8,7 @@ SCHEDULES = {
     "fermix-search-index-optimize": ("memory.tasks.optimize_search_index", "DAILY", None),
     "fermix-idempotency-prune": ("api.tasks.idempotency_records_prune", "HOURLY", None),
     "fermix-embeddings": ("memory.tasks.embed_pending_task", "MINUTES", 1),
+    "fermix-vector-index": ("memory.tasks.vector_index_task", "MINUTES", 5),
 }
 
 

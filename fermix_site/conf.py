@@ -110,6 +110,7 @@ class EmbeddingsConf:
     batch: int | None = None  # texts per model run (local, default 8) or per request (openai, default 32)
     threads: int = 1  # local only: onnxruntime intra-op threads
     timeout_ms: int = 10_000  # openai only: one request
+    exact_max_vectors: int = 100_000  # a scope with more vectors is searched by the approximate index
 
     @property
     def api_key(self) -> str | None:
@@ -256,6 +257,7 @@ EMBEDDINGS_KEYS = {
     "batch": _int(1, 2048),
     "threads": _int(1, 64),
     "timeout_ms": _int(100, 600_000),
+    "exact_max_vectors": _int(10, 10_000_000),
 }
 PROVIDER_KEYS = {
     "kind": _choice("openai", "anthropic"),

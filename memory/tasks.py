@@ -2,11 +2,12 @@
 
 from django.db import connection
 
-from memory import fts
+from memory import embeddings, fts
 from memory.compactor import WINDOW_MOVED, CompactionError, compact
 from memory.models import Memory
 from memory.prompt_files import prompt_files_rebuild
 from memory.reviewer import review_conversation
+from memory.search import ann
 from memory.vectors import embed_pass
 
 
@@ -49,3 +50,12 @@ def embed_pending_task(agent_id: str | None = None):
     if done is None:
         return {"skipped": "another embedding pass holds the lease"}
     return {"messages": done.messages, "memories": done.memories, "batches": done.batches, "more": done.more}
+
+
+def vector_index_task(agent_id: str | None = None):
+    """Build or bring up to date this node's approximate indexes of the scopes past exact search's limit."""
+    model = embeddings.embedder()
+    if model is None:
+        return {}
+    done = ann.refresh(model.model_id, model.dimensions, agent_id=agent_id)
+    return {f"{agent}:{kind}": outcome for (agent, kind), outcome in done.items()}

@@ -194,10 +194,13 @@ def forget_memory_vectors(memory_ids, agent_id: str) -> None:
 
 
 def forget_message_vectors(queryset, agent_id: str) -> int:
-    """Drop the vectors of the messages `queryset` selects (erasure)."""
+    """Drop the vectors of the messages `queryset` selects (erasure), and ask for the agent's approximate
+    index to be rebuilt without them after the commit (`memory.search.ann`)."""
     deleted = Embedding.objects.filter(kind=Kind.MESSAGE, object_id__in=queryset.values("pk")).delete()[0]
     if deleted:
         generations.bump(vectors_generation(agent_id))
+        transaction.on_commit(lambda: async_task("memory.tasks.vector_index_task", agent_id,
+                                                 task_name="vector index", group="embeddings"))
     return deleted
 
 

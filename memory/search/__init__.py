@@ -107,6 +107,27 @@ REPLIES_SQL = {
 }
 
 
+def passing(table: str, ids: list[int], filters: dict) -> set[int]:
+    """The ids among `ids` whose rows in `table` pass `filters`, looked up by key (candidates found
+    elsewhere, such as the nearest vectors, checked exactly as lexical candidates are)."""
+    if not ids:
+        return set()
+    where, params = where_sql("t", filters, by_key=True)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT t.id FROM {table} t WHERE t.id IN ({', '.join(['%s'] * len(ids))}) AND {where}",
+                       [*ids, *params])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def any_after(table: str, after_id: int, filters: dict) -> bool:
+    """True when a row of `table` past `after_id` passes `filters`: walked by key from `after_id`, since an
+    index of the filters' columns would walk every row of the scope to find the few newer ones."""
+    where, params = where_sql("t", filters, by_key=True)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {table} t WHERE t.id > %s AND {where} LIMIT 1", [after_id, *params])
+        return cursor.fetchone() is not None
+
+
 def with_replies(hits: list[Scored], filters: dict, limit: int) -> list[Scored]:
     scores = {h.id: h for h in hits}
     top = hits[:FOLLOWED]

@@ -7,8 +7,11 @@ by id on the next search, and any removal (`vectors:<agent>` generation) drops t
 matrix product over the scope; the best candidates are then checked against every filter of the query in
 the database, so what semantic recall returns obeys exactly what lexical recall obeys.
 
-Exact search holds a scope's vectors in memory: past MAX_EXACT vectors a scope answers `too_large`
-(recall then runs lexically and says so) rather than grow a worker past its memory budget.
+Exact search holds a scope's vectors in memory, up to `[fermix_core.embeddings] exact_max_vectors` of
+them. A larger scope (an agent's whole history) is searched through the agent's approximate index
+(`memory.search.ann`) and, exactly, the vectors stored since that index was built; its candidates pass
+the same filters. While this node has no index yet the answer says `vector_index_building` (and asks
+the cluster for one), without usearch installed `vector_index_unavailable`; recall then runs lexically.
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from fermix_site import generations
+from fermix_site.conf import conf
+from memory import embeddings
 from memory.models import Embedding, Memory, Message
-from memory.search import orm_filters
+from memory.search import ann, any_after, orm_filters, passing
 from memory.search.rank import Scored
-from memory.vectors import GRACE, embeddable_messages, vectors_generation
+from memory.vectors import EMBEDDED_KINDS, GRACE, vectors_generation
 
-MAX_EXACT = 100_000  # vectors per scope (float16: 77 MB at 384 dimensions)
 CANDIDATES = 5  # the nearest limit × CANDIDATES vectors are checked against the filters
+PINNED_CANDIDATES = 40  # … × this many for an owner or conversation searched through the agent's index
 MAX_ENTRIES = 256
 
 
@@ -41,6 +46,7 @@ class _Entry:
 
 
 _cache: dict[tuple, _Entry] = {}
+_too_large: dict[tuple, tuple[int, ...]] = {}  # scope key → the generation at which it was too large
 _lock = threading.Lock()
 
 
@@ -60,25 +66,51 @@ def _rows(model_id: str, kind: str, scope: dict, after_id: int):
             .values_list("id", "object_id", "vector"))
 
 
+def _recent(model_id: str, kind: str, agent_id: str, after_id: int, limit: int) -> tuple[list, int]:
+    """The agent's vectors stored after its index was built, read by key: the scope's own index would walk
+    every vector of the agent to find the few past `after_id`. Returns (rows, the highest id read)."""
+    read = list(Embedding.objects.filter(id__gt=after_id).order_by("id")
+                .values_list("id", "object_id", "vector", "model_id", "kind", "agent_id")[:limit + 1])
+    mine = [r[:3] for r in read if r[3:] == (model_id, kind, agent_id)]
+    return mine, read[-1][0] if read else after_id
+
+
 class TooLarge(Exception):
     """The scope holds more vectors than exact search keeps in memory."""
 
 
-def _entry(model_id: str, dimensions: int, kind: str, scope: dict) -> _Entry:
-    key = (model_id, kind, tuple(sorted(scope.items())))
+def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int = 0, top_object: int = 0) -> _Entry:
+    """The scope's vectors stored after `after_id` (`embeddings.id`; past 0: those an agent's index does not
+    hold yet), read once and kept current."""
+    limit = conf.embeddings.exact_max_vectors
+    key = (model_id, kind, tuple(sorted(scope.items())), after_id)
     generation = generations.current([vectors_generation(scope["agent_id"])])
     with _lock:
         entry = _cache.get(key)
+        too_large = _too_large.get(key) == generation
+    if too_large or (entry is not None and len(entry.ids) > limit):  # (the limit may have been lowered)
+        raise TooLarge(f"more than {limit:,} vectors in scope")
     if entry is None or entry.generation != generation:
-        entry = _Entry(generation, np.zeros(0, dtype=np.int64), np.zeros((0, dimensions), dtype=np.float16), 0, 0)
-    rows = list(_rows(model_id, kind, scope, entry.last_id)[:MAX_EXACT + 1])
+        if not after_id and _rows(model_id, kind, scope, after_id)[:limit + 1].count() > limit:
+            with _lock:
+                _too_large[key] = generation  # vectors only grow between removals: no need to count again
+            raise TooLarge(f"more than {limit:,} vectors in scope")
+        entry = _Entry(generation, np.zeros(0, dtype=np.int64), np.zeros((0, dimensions), dtype=np.float16),
+                       after_id, top_object)
+    if after_id:
+        rows, last_id = _recent(model_id, kind, scope["agent_id"], entry.last_id, limit)
+    else:
+        rows = list(_rows(model_id, kind, scope, entry.last_id)[:limit + 1])
+        last_id = rows[-1][0] if rows else entry.last_id
+    if len(entry.ids) + len(rows) > limit:
+        raise TooLarge(f"{len(entry.ids) + len(rows):,}+ vectors in scope; exact search keeps {limit:,}")
     if rows:
-        if len(entry.ids) + len(rows) > MAX_EXACT:
-            raise TooLarge(f"{len(entry.ids) + len(rows):,}+ vectors in scope; exact search keeps {MAX_EXACT:,}")
         added = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f2").reshape(-1, dimensions)
         entry = _Entry(generation, np.concatenate([entry.ids, np.fromiter((r[1] for r in rows), dtype=np.int64)]),
-                       np.concatenate([entry.matrix, added]), rows[-1][0],
+                       np.concatenate([entry.matrix, added]), last_id,
                        max(entry.top_object, max(r[1] for r in rows)))
+    elif last_id != entry.last_id:
+        entry = _Entry(generation, entry.ids, entry.matrix, last_id, entry.top_object)
     with _lock:
         if len(_cache) >= MAX_ENTRIES and key not in _cache:
             _cache.pop(next(iter(_cache)))
@@ -89,19 +121,23 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict) -> _Entry:
 def clear() -> None:
     with _lock:
         _cache.clear()
+        _too_large.clear()
+    ann.clear()
 
 
-def incomplete(kind: str, model, filters: dict, entry: _Entry) -> bool:
+def incomplete(kind: str, model, filters: dict, top_object: int, has_vectors: bool) -> bool:
     """True when rows in scope older than GRACE still wait for their vectors, or the scope has rows but
-    no vector at all."""
+    no vector at all (`top_object`: the highest object id with a vector)."""
     old = timezone.now() - GRACE
     if kind == Embedding.Kind.MESSAGE:
-        waiting = embeddable_messages().filter(id__gt=entry.top_object, **orm_filters(filters))
         # A scope with no vector yet cannot be searched by meaning at all, however new its rows are.
-        return (waiting if not len(entry.ids) else waiting.filter(created_at__lt=old)).exists()
+        waiting = {**filters, "kind": list(EMBEDDED_KINDS), **({"created_at__lt": old} if has_vectors else {})}
+        if "created_at__lt" in filters and has_vectors:
+            waiting["created_at__lt"] = min(old, filters["created_at__lt"])
+        return any_after(Message._meta.db_table, top_object, waiting)
     embedded = Embedding.objects.filter(model_id=model.model_id, kind=kind, object_id=OuterRef("pk"))
     waiting = Memory.objects.filter(**orm_filters(filters)).exclude(Exists(embedded))
-    return (waiting if not len(entry.ids) else waiting.filter(updated_at__lt=old)).exists()
+    return (waiting if not has_vectors else waiting.filter(updated_at__lt=old)).exists()
 
 
 @dataclass
@@ -112,24 +148,67 @@ class Neighbours:
 
 def neighbours(kind: str, model, query: str, filters: dict, limit: int) -> Neighbours:
     """The rows nearest in meaning to `query` that pass `filters`, best first (score: the cosine)."""
+    scope = _scope(kind, filters)
     try:
-        entry = _entry(model.model_id, model.dimensions, kind, _scope(kind, filters))
+        entry = _entry(model.model_id, model.dimensions, kind, scope)
     except TooLarge:
-        return Neighbours([], "too_many_vectors")
-    degraded = "embeddings_incomplete" if incomplete(kind, model, filters, entry) else None
+        return _approximate(kind, model, query, filters, pinned=len(scope) > 1, limit=limit)
+    waiting = incomplete(kind, model, filters, entry.top_object, len(entry.ids) > 0)
+    degraded = "embeddings_incomplete" if waiting else None
     if not len(entry.ids):
         return Neighbours([], degraded)
     vector = model.embed_query(query).astype(np.float32)
+    wanted = max(limit * CANDIDATES, limit)
+    return Neighbours(_passing(kind, _best(entry, vector, wanted), filters, limit), degraded)
+
+
+def _approximate(kind: str, model, query: str, filters: dict, *, pinned: bool, limit: int) -> Neighbours:
+    """A scope past exact search's limit: the agent's index, and exactly the vectors stored since it was
+    built. An owner or conversation (`pinned`) takes more of the index's candidates, since most are others'."""
+    agent_id = filters["agent_id"]
+    if not ann.available():
+        return Neighbours([], "vector_index_unavailable")
+    index = ann.opened(model.model_id, kind, agent_id)
+    if index is None:
+        ann.queue_refresh(agent_id)
+        return Neighbours([], "vector_index_building")
+    try:
+        recent = _entry(model.model_id, model.dimensions, kind, {"agent_id": agent_id}, index.meta.last_id,
+                        index.meta.top_object)
+    except TooLarge:  # the index is far behind: it is being extended
+        ann.queue_refresh(agent_id)
+        return Neighbours([], "vector_index_building")
+    degraded = "embeddings_incomplete" if incomplete(kind, model, filters, recent.top_object, True) else None
+    vector = model.embed_query(query).astype(np.float32)
+    wanted = max(limit * CANDIDATES, limit) * (PINNED_CANDIDATES if pinned else 1)
+    found = ann.current_vectors(ann.nearest_keys(index, vector, wanted))
+    scores = embeddings.matrix((f[2] for f in found), model.dimensions) @ vector if found else np.zeros(0)
+    best = dict(zip((f[1] for f in found), scores.tolist(), strict=True))
+    for object_id, score in _best(recent, vector, wanted):
+        best[object_id] = max(score, best.get(object_id, -2.0))
+    ranked = sorted(best.items(), key=lambda item: -item[1])[:wanted]
+    return Neighbours(_passing(kind, ranked, filters, limit), degraded)
+
+
+def _best(entry: _Entry, vector: np.ndarray, wanted: int) -> list[tuple[int, float]]:
+    """The `wanted` nearest (object id, cosine) of an entry, best first."""
+    if not len(entry.ids):
+        return []
+    if ann.available():  # usearch scores float16 rows directly, several times faster than a float32 copy
+        rows, scores = ann.exact_nearest(entry.matrix, vector, wanted)
+        return [(int(entry.ids[i]), float(score)) for i, score in zip(rows, scores, strict=True)]
     scores = entry.matrix.astype(np.float32) @ vector if len(entry.ids) <= 20_000 else _chunked(entry.matrix, vector)
-    wanted = min(len(scores), max(limit * CANDIDATES, limit))
+    wanted = min(len(scores), wanted)
     best = np.argpartition(-scores, wanted - 1)[:wanted]
     best = best[np.argsort(-scores[best], kind="stable")]
-    candidates = [int(entry.ids[i]) for i in best]
-    model_class = Message if kind == Embedding.Kind.MESSAGE else Memory
-    allowed = set(model_class.objects.filter(pk__in=candidates, **orm_filters(filters)).values_list("pk", flat=True))
-    by_id = {int(entry.ids[i]): float(scores[i]) for i in best}
-    hits = [Scored(i, by_id[i], "") for i in candidates if i in allowed][:limit]
-    return Neighbours(hits, degraded)
+    return [(int(entry.ids[i]), float(scores[i])) for i in best]
+
+
+def _passing(kind: str, candidates: list[tuple[int, float]], filters: dict, limit: int) -> list[Scored]:
+    """The candidates that pass every filter of the query in the database, best first."""
+    table = Message._meta.db_table if kind == Embedding.Kind.MESSAGE else Memory._meta.db_table
+    allowed = passing(table, [i for i, _ in candidates], filters)
+    return [Scored(i, score, "") for i, score in candidates if i in allowed][:limit]
 
 
 def _chunked(matrix: np.ndarray, vector: np.ndarray, rows: int = 20_000) -> np.ndarray:

@@ -1,0 +1,296 @@
+"""The approximate vector index: large scopes searched through it, kept current, rebuilt, never returning
+what is gone.
+
+Real vectors (the `openai` backend on the loopback fake provider: a hashed bag of each text's words) in
+the real database, a real usearch index under FERMIX_HOME; `exact_max_vectors` is lowered so a scope of a
+few dozen messages counts as large.
+"""
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django_q.models import OrmQ
+from usearch.index import Index
+
+from console.doctor import check_embeddings
+from fermix_site import conf as conf_module
+from fermix_site.conf import ConfigError
+from memory import embeddings
+from memory.conversations import ConversationKey, message_append
+from memory.erasure import memory_forget_owner
+from memory.models import Embedding
+from memory.rows import memory_archive
+from memory.search import ann, semantic
+from memory.tasks import vector_index_task
+from memory.tools import ToolContext, run_tool
+from memory.vectors import embed_pending
+from tests.fakeprovider import embeddings_config_toml, provider_config_toml, use_config
+from tests.memory_factories import fact
+
+pytestmark = pytest.mark.django_db
+TOPICS = ["beagle walk park", "pottery class clay", "train ticket Leeds", "knee physio run", "pasta dinner wine",
+          "deadline report boss", "garden tomato seeds", "wedding dress cousin", "chess club tournament",
+          "flight hotel Porto", "piano lesson scales", "bike puncture repair"]
+WORDS = "morning evening friend again maybe really quite little later today yesterday soon".split()
+
+
+def config(server, exact_max: int) -> str:
+    return provider_config_toml(server) + embeddings_config_toml(server, dimensions=32, exact_max_vectors=exact_max)
+
+
+@pytest.fixture
+def large(home, fake_provider):
+    """Embeddings on, and any scope past 40 vectors searched through the index."""
+    semantic.clear()
+    with use_config(config(fake_provider, 40)):
+        yield fake_provider
+    semantic.clear()
+
+
+def said(text, owner="default", conversation="telegram:5"):
+    return message_append(agent_id="main", conversation=conversation, role="user", content=text, trust="operator",
+                          owner_id=owner)
+
+
+def history(n=120):
+    """n messages over three owners, each a topic and two other words."""
+    rng = np.random.default_rng(3)
+    owners = ["default", "bo", "cy"]
+    return [said(f"{TOPICS[i % len(TOPICS)]} {' '.join(rng.choice(WORDS, 2))} number{i}", owner=owners[i % 3],
+                 conversation=f"telegram:{owners[i % 3]}") for i in range(n)]
+
+
+def recall(query, scope="all", mode="semantic", source="history", limit=10):
+    ctx = ToolContext(agent_id="main", owner_id="default", trust="operator",
+                      conversation=ConversationKey.parse("telegram:default"))
+    return run_tool("memory_recall", ctx, {"query": query, "scope": scope, "mode": mode, "source": source,
+                                           "limit": limit})
+
+
+def ids(answer):
+    return [d["id"] for d in answer.data]
+
+
+def index_file(kind="message") -> Path:
+    return ann.index_path(embeddings.embedder().model_id, kind, "main")
+
+
+def indexed_keys(kind="message") -> set[int]:
+    return {int(k) for k in Index.restore(str(index_file(kind)), view=True).keys}
+
+
+QUERIES = [*TOPICS, "a walk with the dog", "clay and a kiln", "physio for my knee", "tickets for the train",
+           "tomato seeds in the garden", "report for my boss"]
+
+
+def cosines(query) -> dict[int, float]:
+    """Every stored message vector's cosine with the query, computed here with numpy."""
+    model = embeddings.embedder()
+    rows = list(Embedding.objects.filter(kind="message").values_list("object_id", "vector"))
+    scores = embeddings.matrix((r[1] for r in rows), model.dimensions) @ model.embed_query(query)
+    return {object_id: float(score) for (object_id, _), score in zip(rows, scores, strict=True)}
+
+
+def recall_of_exact(answer, query, k=10) -> float:
+    """The share of the answer's first k nearest rows (replies aside) that are among the exact k nearest
+    (ties at the k-th score count as among them)."""
+    exact = cosines(query)
+    kth = sorted(exact.values(), reverse=True)[k - 1]
+    found = [d["id"] for d in answer.data if d["context"] is None][:k]
+    assert len(found) == k
+    return sum(exact[i] >= kth - 1e-3 for i in found) / k
+
+
+def test_a_large_scope_is_searched_through_the_index_and_finds_what_exact_search_finds(large):
+    history()
+    embed_pending()
+    with use_config(config(large, 100_000)):  # exact search over the same vectors
+        exact = {q: recall(q, limit=20) for q in QUERIES}
+        assert all(a.meta["degraded"] is None for a in exact.values())
+        assert all(recall_of_exact(a, q) == 1.0 for q, a in exact.items())
+    assert not index_file().exists()
+    assert vector_index_task() == {"main:message": "built"}
+    assert index_file().exists() and str(index_file()).startswith(str(ann.conf.home))
+    found = {q: recall(q, limit=20) for q in QUERIES}
+    assert all(a.meta == {"mode": "semantic", "degraded": None, "time": []} for a in found.values())
+    assert np.mean([recall_of_exact(a, q) for q, a in found.items()]) >= 0.95
+    assert min(recall_of_exact(a, q) for q, a in found.items()) >= 0.8
+
+
+def test_filters_apply_exactly_to_the_index_candidates(large):
+    rows = history()
+    embed_pending()
+    vector_index_task()
+    owner = recall("beagle walk park", scope="owner")
+    assert owner.meta["degraded"] is None and owner.data
+    mine = {r.id for r in rows if r.owner_id == "default"}
+    assert set(ids(owner)) <= mine
+    current = recall("pottery class clay", scope="current")
+    assert current.data and all(d["conversation"] == "telegram:default:root" for d in current.data)
+
+
+def test_without_an_index_on_this_node_recall_says_it_is_being_built_and_asks_for_it(large):
+    history(60)
+    embed_pending()
+    queued = OrmQ.objects.count()
+    answer = recall("beagle walk park", mode="hybrid")
+    assert answer.meta == {"mode": "lexical", "degraded": "vector_index_building", "time": []}
+    assert answer.data  # lexical recall still answers
+    assert OrmQ.objects.count() == queued + 1
+    vector_index_task("main")
+    assert recall("beagle walk park", mode="hybrid").meta["mode"] == "hybrid"
+
+
+def test_a_small_scope_stays_exact_and_builds_no_index(large):
+    history(30)
+    embed_pending()
+    assert recall("beagle walk park").meta["degraded"] is None
+    assert vector_index_task() == {} and not index_file().exists()
+
+
+def test_vectors_stored_after_the_build_are_found_and_folded_in(large, monkeypatch):
+    history(60)
+    embed_pending()
+    vector_index_task()
+    late = said("harpsichord recital tonight", owner="bo", conversation="telegram:bo")
+    embed_pending()
+    assert ids(recall("harpsichord recital"))[0] == late.id  # searched exactly beside the index
+    assert vector_index_task() == {"main:message": "current"}
+    monkeypatch.setattr(ann, "FOLD_EVERY", 1)
+    assert vector_index_task() == {"main:message": "extended"}
+    assert late.id in {e.object_id for e in Embedding.objects.filter(pk__in=indexed_keys())}
+    assert ids(recall("harpsichord recital"))[0] == late.id
+
+
+def test_erased_rows_are_never_returned_and_leave_the_file_with_the_next_pass(
+        large, django_capture_on_commit_callbacks):
+    history()
+    embed_pending()
+    vector_index_task()
+    bo_keys = set(Embedding.objects.filter(owner_id="bo").values_list("pk", flat=True))
+    assert bo_keys <= indexed_keys()
+    before = {q: recall(q) for q in QUERIES}
+    queued = OrmQ.objects.count()
+    with django_capture_on_commit_callbacks(execute=True):
+        memory_forget_owner(owner_id="bo")
+    assert OrmQ.objects.count() == queued + 1  # erasure asks for the rebuild at once
+    assert any(d["conversation"] == "telegram:bo:root" for d in before["pottery class clay"].data)
+    for q in QUERIES:  # the file still holds bo's vectors: every candidate is checked in the database
+        answer = recall(q)
+        assert answer.meta["degraded"] is None
+        assert all(d["conversation"] != "telegram:bo:root" for d in answer.data)
+    assert vector_index_task() == {"main:message": "built"}
+    assert not bo_keys & indexed_keys()
+    assert indexed_keys() == set(Embedding.objects.filter(kind="message").values_list("pk", flat=True))
+
+
+def test_archived_memory_rows_are_never_returned(large):
+    rows = [fact(f"fact_{i}", f"{TOPICS[i % len(TOPICS)]} detail {i}", "preference") for i in range(50)]
+    embed_pending()
+    assert vector_index_task() == {"main:memory": "built"}
+    target = rows[1]  # pottery class clay
+    assert target.id in ids(recall("pottery class clay", scope="owner", source="memories"))
+    memory_archive(memory_id=target.id, archived_by="operator")
+    answer = recall("pottery class clay", scope="owner", source="memories")
+    assert answer.meta["degraded"] is None and target.id not in ids(answer)
+    assert vector_index_task() == {"main:memory": "built"}  # a vector it held is gone: built anew
+
+
+def test_a_removed_index_file_is_built_again(large):
+    history(60)
+    embed_pending()
+    vector_index_task()
+    expected = ids(recall("chess club tournament"))
+    os.unlink(index_file())
+    assert recall("chess club tournament").meta["degraded"] == "vector_index_building"
+    assert vector_index_task() == {"main:message": "built"}
+    assert ids(recall("chess club tournament")) == expected
+
+
+@pytest.mark.parametrize("damage", ["overwritten", "cut short"])
+def test_a_damaged_index_file_is_not_read_and_is_built_again(large, damage):
+    history(60)
+    embed_pending()
+    vector_index_task()
+    expected = ids(recall("chess club tournament"))
+    semantic.clear()  # a process that has not mapped the file yet
+    path = index_file()
+    data = bytearray(path.read_bytes())
+    if damage == "overwritten":
+        data[len(data) // 2:len(data) // 2 + 64] = os.urandom(64)
+    else:
+        data = data[:len(data) // 2]
+    path.write_bytes(bytes(data))
+    assert recall("chess club tournament").meta["degraded"] == "vector_index_building"
+    assert vector_index_task() == {"main:message": "built"}
+    assert ids(recall("chess club tournament")) == expected
+
+
+def test_the_command_builds_rebuilds_and_removes_indexes_no_scope_needs(large):
+    history(60)
+    embed_pending()
+    out = io.StringIO()
+    call_command("vector_index_rebuild", "--threads", "1", stdout=out)
+    assert "1 scope(s) past 40 vectors" in out.getvalue() and "main message: built (60 vectors)" in out.getvalue()
+    out = io.StringIO()
+    call_command("vector_index_rebuild", "--rebuild", stdout=out)
+    assert "main message: built" in out.getvalue()
+    with use_config(config(large, 100_000)):
+        out = io.StringIO()
+        call_command("vector_index_rebuild", stdout=out)
+        assert "main message: removed" in out.getvalue() and not index_file().exists()
+
+
+def test_doctor_reports_a_large_scope_without_an_index(large):
+    history(60)
+    embed_pending()
+    check = check_embeddings()
+    assert check.status == "warning" and "no vector index on this node for main message" in check.message
+    vector_index_task()
+    check = check_embeddings()
+    assert check.status == "ok" and "1 vector index(es)" in check.message
+    assert check.details["vector_indexes"][0]["vectors"] == 60
+
+
+def test_nothing_is_written_outside_fermix_home(large, tmp_path, monkeypatch):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    monkeypatch.setenv("HOME", str(outside))
+    monkeypatch.setenv("TMPDIR", str(outside))
+    monkeypatch.chdir(outside)
+    history(60)
+    embed_pending()
+    vector_index_task()
+    recall("beagle walk park")
+    vector_index_task()
+    assert list(outside.iterdir()) == []
+    cache = ann.conf.home / "cache" / "vectors" / "main"
+    assert sorted(p.suffix for p in cache.iterdir()) == [".json", ".lock", ".usearch"]
+    assert (index_file().stat().st_mode & 0o777) == 0o600
+
+
+
+def test_exact_max_vectors_is_read_and_checked(tmp_path):
+    (tmp_path / "config.toml").write_text("[fermix_core.embeddings]\nexact_max_vectors = 5000\n", encoding="utf-8")
+    assert conf_module.load({"FERMIX_HOME": str(tmp_path)}).embeddings.exact_max_vectors == 5000
+    assert conf_module.load({"FERMIX_HOME": str(tmp_path), "FERMIX_EMBEDDINGS_EXACT_MAX_VECTORS": "200"}
+                            ).embeddings.exact_max_vectors == 200
+    (tmp_path / "config.toml").write_text("[fermix_core.embeddings]\nexact_max_vectors = 5\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="exact_max_vectors must be from 10 to 10000000"):
+        conf_module.load({"FERMIX_HOME": str(tmp_path)})
+
+
+def test_without_usearch_a_large_scope_is_lexical_and_says_why_and_small_ones_stay_exact(large, monkeypatch):
+    history(60)
+    embed_pending()
+    with use_config(config(large, 100_000)):
+        with_usearch = recall("beagle walk park", limit=20)
+    monkeypatch.setattr(ann, "Index", None)  # as if the package were not installed
+    answer = recall("beagle walk park", mode="hybrid")
+    assert answer.meta == {"mode": "lexical", "degraded": "vector_index_unavailable", "time": []} and answer.data
+    with use_config(config(large, 100_000)):  # exact search needs no usearch: numpy scores the same
+        assert ids(recall("beagle walk park", limit=20)) == ids(with_usearch)
