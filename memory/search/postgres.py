@@ -12,6 +12,19 @@ The idf-weighted coverage is what a question needs (ts_rank_cd alone knows no co
 would rank a message repeating "start" above the one naming "pottery"); ts_rank_cd adds density and
 length normalisation from PostgreSQL's own ranking. Every word is a bound parameter of
 `plainto_tsquery`/`phraseto_tsquery`, so no user text is ever tsquery syntax.
+
+Each pass takes its newest matches the cheapest way its word's frequency allows, since a pass's cost is
+the heap rows it visits (the planner, left alone, walks for any LIMIT or sorts every match):
+
+- a frequent word is walked newest first, the table's rows or one conversation's (`_walk_rows`:
+  about limit × rows / df rows; in a conversation at most WALK_BOUND times that, then the index);
+- a sparse one comes from the GIN index, newest ids first (`_from_index`): sorting by id needs each
+  match's row, so the ids where about INDEX_WINDOW × limit matches are go first, the rest only if needed;
+- in one conversation from `messages_chat_search_idx` alone, the other filters applied outside a
+  fenced subquery (`_in_conversation`);
+- a quoted phrase's stop words size its pass (`english` keeps "weren", in 45 % of rows).
+
+The replies after the best hits are one statement (`following`). Measured in docs/performance.md.
 """
 
 from __future__ import annotations
