@@ -19,6 +19,10 @@ def test_sparse_matches_come_from_the_index_and_a_common_word_in_one_conversatio
     # A word in every fifth row: 400 rows walked back, against 200,000 from the index.
     assert not backend._by_index(one_word, {"potteri": 200_000}, 1_000_000, {"agent_id": "main"})
     assert not backend._by_index(one_word, {}, 1_000_000, {"agent_id": "main"})
+    # A word in 7,800 rows: over the agent's rows the index reads only the newest matches, so it beats
+    # a walk of 10,000 rows; in one owner's rows it would fetch all 7,800, and the walk wins.
+    assert backend._by_index(one_word, {"potteri": 7_800}, 1_000_000, {"agent_id": "main"})
+    assert not backend._by_index(one_word, {"potteri": 7_800}, 1_000_000, {"agent_id": "main", "owner_id": "dana"})
     # In one conversation the walk is chosen by the rows it expects to read: 400 walked, or the index.
     assert backend._walk_rows(one_word, {"potteri": 200_000}, 1_000_000) <= backend.WALK_ROWS
     assert backend._walk_rows(one_word, {"potteri": 1_000}, 1_000_000) > backend.WALK_ROWS
