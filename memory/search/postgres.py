@@ -50,6 +50,7 @@ COUNT_PROBE = 200
 WALK_ROWS = 1_000  # in one conversation a pass walks its newest rows when it expects its matches within these
 WALK_BOUND = 4  # ...and reads at most this many times the rows expected before asking the index
 INDEX_WINDOW = 2  # an index pass first reads the ids where about twice its limit of matches are
+WINDOW_GROWTH = 4  # ...then four times as many older ids while matches are missing
 
 
 def _tsquery(item: tuple[str, ...]) -> tuple[str, list]:
@@ -87,16 +88,19 @@ def _ids(cursor, corpus, tsquery: str, params: list, filters: dict, limit: int, 
 def _from_index(cursor, corpus, tsquery: str, params: list, filters: dict, step: plan.Pass, walk: float,
                 max_id: int) -> list[int]:
     """The newest `limit` matches from the GIN index, newest rows first: those among the last
-    INDEX_WINDOW × `walk` ids (where about INDEX_WINDOW × limit matches are), then the older ones if
-    that was not enough. Sorting by id needs every match's row from the heap; bounded by the id range,
-    the index hands over only the recent ones (a word in 3,800 rows: 260 heap blocks instead of 3,700)."""
-    start = int(max_id - INDEX_WINDOW * walk)
-    if start <= step.after_id:
-        return _ids(cursor, corpus, tsquery, params, filters, step.limit, step.after_id, by_index=True)
-    found = _ids(cursor, corpus, tsquery, params, filters, step.limit, start, by_index=True)
-    if len(found) < step.limit:
-        found += _ids(cursor, corpus, tsquery, params, filters, step.limit - len(found), step.after_id,
-                      by_index=True, before_id=start + 1)
+    INDEX_WINDOW × `walk` ids (where about INDEX_WINDOW × limit matches are), then WINDOW_GROWTH times
+    as many older ids, and so on while matches are missing. Sorting by id needs every match's row from
+    the heap; bounded by the id range, the index hands over only the recent ones (a word in 3,800 rows:
+    260 heap blocks instead of 3,700)."""
+    found: list[int] = []
+    span, before = INDEX_WINDOW * walk, None
+    while len(found) < step.limit:
+        start = max(int(max_id - span), step.after_id)
+        found += _ids(cursor, corpus, tsquery, params, filters, step.limit - len(found), start, by_index=True,
+                      before_id=before)
+        if start == step.after_id:
+            break
+        span, before = span * WINDOW_GROWTH, start + 1
     return found
 
 
@@ -206,23 +210,35 @@ def _document_frequencies(cursor, corpus, query: Query, max_id: int, *,
     cursor.execute(f"SELECT w, tsvector_to_array(to_tsvector('{CONFIG}', w)) FROM unnest(%s::text[]) AS w",
                    [[t.word for t in missing]])
     lexemes = dict(cursor.fetchall())
+    counted = []
     for term in missing:
         found = lexemes.get(term.word) or []
         if phrase_words and not found:
             continue  # a stop word of the `english` configuration: the phrase's tsquery leaves it out
         if found and all(lexeme in shares for lexeme in found):
-            df = min(shares[lexeme] for lexeme in found) * max_id
+            out[term.stem] = min(shares[lexeme] for lexeme in found) * max_id
         else:
-            sql, params = _tsquery((term.word,))
-            cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM {corpus.table} t WHERE t.search_vector @@ {sql} "
-                           f"LIMIT %s) AS hits", [*params, COUNT_PROBE])
-            count = cursor.fetchone()[0]
-            # Beyond the probe, somewhere below the least common word of the statistics: in between.
-            df = float(count) if count < COUNT_PROBE else max(float(COUNT_PROBE),
-                                                              (COUNT_PROBE * least * max_id) ** 0.5)
-        plan.document_frequencies.put((connection.alias, corpus.table, term.stem), max_id, df)
-        out[term.stem] = df
+            counted.append(term)
+    counts = _probe_counts(cursor, corpus, [t.word for t in counted])
+    for term in counted:
+        count = counts.get(term.word, 0)
+        # Beyond the probe, somewhere below the least common word of the statistics: in between.
+        out[term.stem] = float(count) if count < COUNT_PROBE else max(float(COUNT_PROBE),
+                                                                      (COUNT_PROBE * least * max_id) ** 0.5)
+    for term in missing:
+        if term.stem in out:
+            plan.document_frequencies.put((connection.alias, corpus.table, term.stem), max_id, out[term.stem])
     return out
+
+
+def _probe_counts(cursor, corpus, words: list[str]) -> dict[str, int]:
+    """Each word's rows counted through the GIN index up to COUNT_PROBE, all words in one statement."""
+    if not words:
+        return {}
+    cursor.execute(f"SELECT w, (SELECT count(*) FROM (SELECT 1 FROM {corpus.table} t WHERE t.search_vector @@ "
+                   f"phraseto_tsquery('{CONFIG}', w) LIMIT %s) AS hits) FROM unnest(%s::text[]) AS w",
+                   [COUNT_PROBE, words])
+    return dict(cursor.fetchall())
 
 
 def _phrase_words(query: Query) -> list[Term]:
