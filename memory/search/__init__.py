@@ -97,14 +97,30 @@ def _search(corpus: Corpus, query, filters: dict, limit: int) -> list:
     return rows_of(corpus, lexical_hits(corpus, query, filters, limit))
 
 
-# The next messages of a hit's conversation, by vendor (why they differ: in `with_replies`).
-REPLIES_SQL = {
-    "sqlite": "SELECT m.id, m.content, m.created_at FROM messages m WHERE {conversation} AND m.created_at >= %s "
-              "AND {where} ORDER BY m.created_at, m.id LIMIT %s",
-    "postgresql": "SELECT m.id, m.content, m.created_at FROM (SELECT * FROM messages m WHERE {conversation} "
-                  "AND m.created_at >= %s ORDER BY m.created_at, m.id OFFSET 0) m WHERE {where} "
-                  "ORDER BY m.created_at, m.id LIMIT %s",
-}
+# The next messages of a hit's conversation on SQLite (PostgreSQL: `postgres.following`, one statement).
+REPLIES_SQL = ("SELECT m.id, m.content, m.created_at FROM messages m WHERE {conversation} AND m.created_at >= %s "
+               "AND {where} ORDER BY m.created_at, m.id LIMIT %s")
+
+
+def _following(ids: list[int], filters: dict, count: int) -> dict[int, list[tuple[int, str]]]:
+    """The next `count` messages passing `filters` after each of `ids` in its conversation: id, content."""
+    where, params = where_sql("m", filters, by_key=True)
+    conversation = "m.agent_id = %s AND m.channel = %s AND m.chat_id = %s AND m.thread_scope = %s"
+    replies = REPLIES_SQL.format(conversation=conversation, where=where)
+    out = {}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, agent_id, channel, chat_id, thread_scope, created_at FROM messages "
+                       f"WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
+        found = {row[0]: row for row in cursor.fetchall()}
+        for hit_id in ids:
+            if hit_id not in found:
+                continue
+            _, *same, created_at = found[hit_id]
+            # The conversation index serves `created_at >=` in order; equal times are told apart by id.
+            cursor.execute(replies, [*same, created_at, *params, count + 3])
+            later = [r for r in cursor.fetchall() if (r[2], r[0]) > (created_at, hit_id)]
+            out[hit_id] = [(reply_id, content) for reply_id, content, _ in later[:count]]
+    return out
 
 
 def passing(table: str, ids: list[int], filters: dict) -> set[int]:
@@ -133,28 +149,13 @@ def with_replies(hits: list[Scored], filters: dict, limit: int) -> list[Scored]:
     top = hits[:FOLLOWED]
     if not top:
         return hits
-    where, params = where_sql("m", filters, by_key=True)
-    conversation = "m.agent_id = %s AND m.channel = %s AND m.chat_id = %s AND m.thread_scope = %s"
-    replies = REPLIES_SQL.get(connection.vendor, REPLIES_SQL["sqlite"]).format(conversation=conversation, where=where)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT id, agent_id, channel, chat_id, thread_scope, created_at FROM messages "
-                       f"WHERE id IN ({', '.join(['%s'] * len(top))})", [h.id for h in top])
-        found = {row[0]: row for row in cursor.fetchall()}
-        for hit in top:
-            if hit.id not in found:
-                continue
-            _, *same, created_at = found[hit.id]
-            # The conversation index serves `created_at >=` in order; equal times are told apart by id
-            # below. PostgreSQL misjudges the scope's filters beside the conversation's (correlated
-            # columns) and preferred an index of the scope, sorting its rows: 4,000 heap blocks for one
-            # owner's long conversation. There the filters apply outside a fenced subquery (OFFSET 0:
-            # not flattened, nothing pushed into it); SQLite walks the conversation index either way.
-            cursor.execute(replies, [*same, created_at, *params, len(FOLLOW_SHARES) + 3])
-            later = [r for r in cursor.fetchall() if (r[2], r[0]) > (created_at, hit.id)]
-            for (reply_id, content, _), share in zip(later, FOLLOW_SHARES, strict=False):
-                score = hit.score * share
-                if reply_id not in scores or scores[reply_id].score < score:
-                    scores[reply_id] = Scored(reply_id, score, rank.snippet(content, set(), {}), reply_to=hit.id)
+    following = postgres.following if connection.vendor == "postgresql" else _following
+    replies = following([h.id for h in top], filters, len(FOLLOW_SHARES))
+    for hit in top:
+        for (reply_id, content), share in zip(replies.get(hit.id, []), FOLLOW_SHARES, strict=False):
+            score = hit.score * share
+            if reply_id not in scores or scores[reply_id].score < score:
+                scores[reply_id] = Scored(reply_id, score, rank.snippet(content, set(), {}), reply_to=hit.id)
     return sorted(scores.values(), key=lambda h: (-h.score, -h.id))[:limit]
 
 
