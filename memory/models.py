@@ -67,7 +67,8 @@ class Conversation(models.Model):
     thread_scope = models.CharField(max_length=256, default="root")
     owner_id = models.CharField(max_length=64, default="default")
     # As the latest message, commit or turn that said it; decides whether USER.md is shown (memory.prompt).
-    chat_type = models.CharField(max_length=16, choices=ChatType.choices, default=ChatType.DIRECT)
+    chat_type = models.CharField(max_length=16, choices=ChatType.choices, default=ChatType.DIRECT,
+                                 db_default=ChatType.DIRECT)  # rows inserted by hand (benchmarks) too
     # Messages with a smaller id have left the window (compacted or cleared) but are never deleted.
     window_start_id = models.BigIntegerField(default=0)
     checkpoint_message = models.ForeignKey(

@@ -13,6 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='conversation',
             name='chat_type',
-            field=models.CharField(choices=[('direct', 'Direct'), ('group', 'Group'), ('channel', 'Channel')], default='direct', max_length=16),
+            field=models.CharField(choices=[('direct', 'Direct'), ('group', 'Group'), ('channel', 'Channel')],
+                                   db_default='direct', default='direct', max_length=16),
         ),
     ]
