@@ -251,7 +251,7 @@ def _insert_memories(conn, rng, vocab, conversations, data, progress) -> None:
         rows.append((index, agent, owner, scope_type, scope_id, category, f"{category or 'note'}_{index}", value,
                      1.0, PROMOTE[category], "", "", "", "", None, None, archived, "bench" if archived else "", "",
                      updated, updated, None))
-        events.append((index, "add", None, value, "", category, "import", "bench", "", updated))
+        events.append((index, "add", None, value, "", category, "import", "bench", "", "[]", updated))
     conn.execute("BEGIN")
     conn.executemany(
         "INSERT INTO memories (id, agent_id, owner_id, scope_type, scope_id, category, key, value, confidence, "
@@ -260,7 +260,7 @@ def _insert_memories(conn, rng, vocab, conversations, data, progress) -> None:
         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
     conn.executemany(
         "INSERT INTO memory_events (memory_id, action, before_value, after_value, before_category, after_category, "
-        "actor_type, actor_id, reason, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)", events)
+        "actor_type, actor_id, reason, message_ids, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)", events)
     conn.execute("COMMIT")
     progress(f"  memories: {data.memories:,}")
 

@@ -17,6 +17,7 @@ The rates on `tests/memory/reviewer/duplicate_pairs.py` are in docs/reviewer.md.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -59,8 +60,10 @@ def _stem(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) > 3 else word
 
 
+@functools.lru_cache(maxsize=8192)
 def words(value: str) -> frozenset[str]:
-    """The content words of a value, as they are compared."""
+    """The content words of a value, as they are compared (cached: a review compares each new value with
+    the same few hundred live rows as the review before)."""
     text = unicodedata.normalize("NFKC", value).lower().replace("\u2019", "'")
     for pattern, replacement in PHRASES:
         text = re.sub(pattern, replacement, text)
