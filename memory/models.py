@@ -207,6 +207,11 @@ class Memory(models.Model):
         return self.archived_at is not None
 
     @property
+    def state(self) -> str:
+        """`pending` (a change waits for the owner's approval), `archived` or `live`."""
+        return "pending" if self.pending is not None else "archived" if self.is_archived else "live"
+
+    @property
     def pending(self) -> dict | None:
         """The change waiting for the owner's approval (`memory.rows.memory_propose`), or None."""
         return self.approval if self.approval and self.approval.get("state") == APPROVAL_PENDING else None

@@ -34,13 +34,9 @@ def memory_out(row: Memory) -> dict:
             "scope_type": row.scope_type, "scope_id": row.scope_id, "owner_id": row.owner_id,
             "archived": row.archived_at is not None, "archived_at": row.archived_at,
             "archive_reason": row.archive_reason, "source_type": row.source_type,
-            "state": memory_state(row), "approval": row.approval or None,
+            "state": row.state, "approval": row.approval or None,
             "created_at": row.created_at, "updated_at": row.updated_at}
 
-
-def memory_state(row: Memory) -> str:
-    """`pending` (a change waits for the owner), `archived` or `live`."""
-    return "pending" if row.pending is not None else "archived" if row.archived_at is not None else "live"
 
 
 class ToolsQuery(Schema):
