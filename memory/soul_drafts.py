@@ -37,7 +37,7 @@ from resources.errors import (
     UnusableDraft,
 )
 from resources.models import SoulProposal
-from resources.soul import CURATION_MODES, require_owner, soul_on_disk
+from resources.soul import CURATION_MODES, require_owner, soul_current
 from resources.soul import soul_propose as pending_proposal
 
 AGENT_TAG = "soul_curation"
@@ -338,7 +338,7 @@ def soul_draft(*, agent_id: str, mode: str, trust: str, instruction: str = "", r
     """
     require_owner(trust)
     instruction = _check_request(agent_id, mode, instruction)
-    current, base_hash = soul_on_disk(agent_id)
+    current, base_hash = soul_current(agent_id)
     _check_current(mode, current)
     draft, rationale, metadata = _draft(agent_id, mode, current, instruction)
     if draft == current:

@@ -1,8 +1,9 @@
 """The bootstrap prompt files: shipped templates, seeding on install, loading for every prompt, drift.
 
-IDENTITY.md, FERMIX.md, SOUL.md and REALTIME.md live in `$FERMIX_HOME/bootstrap/<agent_id>/`. The
-operator may edit them by hand; loading them records such edits as revisions (`manual_edit`, or
-`imported` for a file the registry has never seen), so every version stays in the history.
+IDENTITY.md, FERMIX.md, SOUL.md and REALTIME.md are resources: their current revisions are what every
+prompt holds, and `$FERMIX_HOME/bootstrap/<agent_id>/` holds each node's mirror of them. The operator
+may edit a mirror by hand on any node; loading records such an edit as a revision (`manual_edit`, or
+`imported` for a file the registry has never seen) first, so every version stays in the history.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from pathlib import Path
 
 from resources import files
 from resources.catalog import BOOTSTRAP_FILES, check_agent, content_hash
-from resources.models import GLOBAL_SCOPE, MutationSource, ResourceRevision, ResourceType
-from resources.selectors import resource_current_hashes
-from resources.services import resource_capture_file, resource_seed_file
+from resources.models import GLOBAL_SCOPE, MutationSource, Resource, ResourceRevision, ResourceType
+from resources.selectors import resource_current_revisions
+from resources.services import resource_seed_file, resource_sync_changed
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "bootstrap_templates"
 DEFAULT_AGENT_NAME = "Fermix"
@@ -73,28 +74,19 @@ class BootstrapFile:
     revision: int | None  # the revision that now matches the file
 
 
-def bootstrap_load(*, agent_id: str, types: tuple[str, ...] = BOOTSTRAP_TYPES) -> dict[str, BootstrapFile]:
-    """Read the agent's bootstrap files for a prompt, in the order given; missing files are left out.
+def bootstrap_load(*, agent_id: str, types: tuple[str, ...] = BOOTSTRAP_TYPES,
+                   why: str = "bootstrap_load") -> dict[str, BootstrapFile]:
+    """The agent's bootstrap files for a prompt, from their current revisions, in the order given; a
+    file with no revision is left out.
 
-    Costs two small queries when nothing changed. A file with no record is captured as `imported`,
-    a file whose bytes differ from its current revision as `manual_edit`.
+    This node's hand edits are recorded first (a stat per file finds them; see `resources.mirrors`),
+    so an edit is in the prompt it was made for. Costs one query when nothing changed.
     """
     check_agent(agent_id)
-    on_disk = {}
-    for resource_type in types:
-        data = files.read_bytes(files.resource_file_path(agent_id=agent_id, resource_type=resource_type))
-        if data is not None:
-            on_disk[resource_type] = files.decode(data)
-    known = resource_current_hashes(agent_id=agent_id, types=list(on_disk))
-    loaded = {}
-    for resource_type, content in on_disk.items():
-        number, digest = known.get(resource_type, (None, None))
-        if digest != content_hash(content):
-            captured = resource_capture_file(agent_id=agent_id, resource_type=resource_type, why="bootstrap_load")
-            number = captured.revision if captured else number
-            content = captured.content if captured else content
-        loaded[resource_type] = BootstrapFile(resource_type, BOOTSTRAP_FILES[resource_type], content, number)
-    return loaded
+    resource_sync_changed(agent_id=agent_id, why=why)
+    current = resource_current_revisions(agent_id=agent_id, types=types)
+    return {t: BootstrapFile(t, BOOTSTRAP_FILES[t], current[t].content, current[t].revision)
+            for t in types if t in current}
 
 
 # --- template drift (doctor) ------------------------------------------------------------------------
@@ -104,7 +96,7 @@ def bootstrap_load(*, agent_id: str, types: tuple[str, ...] = BOOTSTRAP_TYPES) -
 class TemplateCheck:
     drifted: list[str]  # seeded from a template that has changed since
     untracked: list[str]  # no seed revision: seeded before revision tracking, or written by hand
-    missing: list[str]  # not on disk
+    missing: list[str]  # no revision, and no file on this node
     current: list[str]  # seeded from the template that ships now
 
 
@@ -114,11 +106,12 @@ def bootstrap_template_check(*, agent_id: str, template_dir: Path | None = None)
     result = TemplateCheck([], [], [], [])
     for resource_type in DRIFT_CHECKED:
         name = BOOTSTRAP_FILES[resource_type]
-        path = files.resource_file_path(agent_id=agent_id, resource_type=resource_type)
+        recorded = Resource.objects.filter(agent_id=agent_id, resource_type=resource_type, scope_id=GLOBAL_SCOPE,
+                                           current_revision__gt=0).exists()
         seed = (ResourceRevision.objects.filter(agent_id=agent_id, resource_type=resource_type,
                                                 scope_id=GLOBAL_SCOPE, mutation_source=MutationSource.SEED)
                 .order_by("-revision").only("content_hash").first())
-        if not path.exists():
+        if not recorded and not files.resource_file_path(agent_id=agent_id, resource_type=resource_type).exists():
             result.missing.append(name)
         elif seed is None:
             result.untracked.append(name)

@@ -99,3 +99,16 @@ def resource_current_hashes(*, agent_id: str, types) -> dict[str, tuple[int, str
             .annotate(current_hash=Subquery(current.values("content_hash")[:1]))
             .filter(current_hash__isnull=False).values_list("resource_type", "current_revision", "current_hash"))
     return {t: (n, h) for t, n, h in rows}
+
+
+def resource_current_revisions(*, agent_id: str, types) -> dict[str, ResourceRevision]:
+    """resource type -> its current revision with its content, for the global-scope types given, in one
+    query: what every prompt is composed from."""
+    types = list(types)
+    if not types:
+        return {}
+    is_current = Resource.objects.filter(agent_id=agent_id, scope_id=GLOBAL_SCOPE,
+                                         resource_type=OuterRef("resource_type"), current_revision=OuterRef("revision"))
+    rows = ResourceRevision.objects.filter(Exists(is_current), agent_id=agent_id, scope_id=GLOBAL_SCOPE,
+                                           resource_type__in=types)
+    return {row.resource_type: row for row in rows}

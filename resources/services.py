@@ -5,14 +5,14 @@ resource row first (SQLite: the IMMEDIATE transaction already holds the database
 PostgreSQL: SELECT … FOR UPDATE), so concurrent writers queue and each one compares its content
 with the revision that is current once it holds the lock. Identical content is a no-op.
 
-For file-backed resources the file changes while the lock is held, and the pair stays consistent:
-if the file write fails the transaction rolls back (no revision claims it); if the commit fails the
-file is put back as it was.
+For file-backed resources the revision is the file; this node's mirror of it (`resources.mirrors`)
+changes while the lock is held, and the pair stays consistent: if the mirror write fails the
+transaction rolls back (no revision claims it); if the commit fails the mirror and its record are put
+back as they were.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +24,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from fermix_site import generations
-from resources import files
+from resources import files, mirrors
 from resources.catalog import (
     FILE_NAMES,
     check_agent,
@@ -39,7 +39,7 @@ from resources.catalog import (
 )
 from resources.errors import CheckpointRollback, InvalidContent, RedactedRevision, UnknownResource, UnknownRevision
 from resources.models import GLOBAL_SCOPE, MutationSource, Resource, ResourceRevision, ResourceType
-from resources.selectors import resource_current_hashes, revision_of
+from resources.selectors import resource_agents, resource_current_revisions, revision_of
 
 log = logging.getLogger("fermix.resources")
 
@@ -102,7 +102,8 @@ def _append_if_changed(resource, *, content, mutation_source, provenance,
                        current: ResourceRevision | None = None) -> ResourceRevision | None:
     """A new revision unless `content` is the current one's (`current`: that revision, when known)."""
     current = current or _current(resource)
-    if current is not None and current.content_hash == content_hash(content):
+    # A redacted revision no longer holds its content: the same content again is a new revision.
+    if current is not None and current.redacted_at is None and current.content_hash == content_hash(content):
         return None
     return _append(resource, content=content, mutation_source=mutation_source, provenance=provenance)
 
@@ -151,7 +152,7 @@ class RollbackResult:
 
 
 class LockedFile:
-    """A file-backed resource whose row is locked: its revision and its file change together."""
+    """A file-backed resource whose row is locked: its revision and this node's mirror change together."""
 
     def __init__(self, resource: Resource, path: Path):
         self.resource = resource
@@ -160,6 +161,15 @@ class LockedFile:
         self.previous: bytes | None = None
         self.captured: ResourceRevision | None = None  # the hand edit recorded when the lock was taken
         self._current: tuple[int, ResourceRevision | None] | None = None
+        self._record: tuple[bool, str | None] = (False, None)  # (changed, the mirror's record before)
+
+    @property
+    def agent_id(self) -> str:
+        return self.resource.agent_id
+
+    @property
+    def resource_type(self) -> str:
+        return self.resource.resource_type
 
     @property
     def current(self) -> ResourceRevision | None:
@@ -169,10 +179,26 @@ class LockedFile:
             self._current = (self.resource.current_revision, _current(self.resource))
         return self._current[1]
 
+    def _account(self, digest: str) -> None:
+        """Record that this node's mirror holds bytes with `digest`, remembering the record before."""
+        if not self._record[0]:
+            self._record = (True, mirrors.records(self.agent_id).get(self.resource_type))
+        mirrors.accounted_for(agent_id=self.agent_id, resource_type=self.resource_type, path=self.path,
+                              digest=digest)
+
     def capture_disk(self, why: str) -> ResourceRevision | None:
-        """Record the file as found when the registry does not know it or it was edited by hand."""
+        """Record this node's mirror when it was edited by hand (`manual_edit`) or the registry does not
+        know the resource yet (`imported`); a mirror that is merely stale is left for the write."""
         data = files.read_bytes(self.path)
         if data is None:
+            return None
+        digest = files.bytes_hash(data)
+        current = self.current
+        if current is not None and current.content_hash == digest:
+            self._account(digest)
+            return None
+        if current is not None and not mirrors.is_hand_edit(agent_id=self.agent_id,
+                                                            resource_type=self.resource_type, digest=digest):
             return None
         content = files.decode(data)
         try:
@@ -180,28 +206,24 @@ class LockedFile:
         except InvalidContent as exc:
             log.warning("not recording %s: %s", self.path, exc.message)
             return None
-        current = self.current
-        if current is not None and current.content_hash == content_hash(content):
-            return None
         source = MutationSource.IMPORTED if current is None else MutationSource.MANUAL_EDIT
-        provenance = {"path": str(self.path), "detected_during": why}
-        return _append(self.resource, content=content, mutation_source=source, provenance=provenance)
+        provenance = {"path": str(self.path), "detected_during": why, "node": mirrors.node_name()}
+        revision = _append(self.resource, content=content, mutation_source=source, provenance=provenance)
+        self._account(digest)
+        return revision
 
     def write(self, content: str, mutation_source: str, provenance: dict) -> ResourceRevision | None:
         revision = _append_if_changed(self.resource, content=content, mutation_source=mutation_source,
                                       provenance=provenance, current=self.current)
         data = content.encode("utf-8")
-        previous = files.read_bytes(self.path)
-        if previous != data:
-            files.write_atomic(self.path, data)  # on failure the file is untouched: nothing to undo
-            if not self.touched:
-                self.touched, self.previous = True, previous
+        with mirrors.mirror_lock(self.agent_id):
+            previous = files.read_bytes(self.path)
+            if previous != data:
+                files.write_atomic(self.path, data)  # on failure the file is untouched: nothing to undo
+                if not self.touched:
+                    self.touched, self.previous = True, previous
+        self._account(files.bytes_hash(data))
         return revision
-
-    def disk_hash(self) -> str:
-        """SHA-256 of the file's bytes now, "" when it does not exist."""
-        data = files.read_bytes(self.path)
-        return "" if data is None else hashlib.sha256(data).hexdigest()
 
     def rollback_to(self, content: str, *, target_revision: int | None, provenance: dict) -> RollbackResult:
         """Make `content` current again as a `rollback` revision; nothing new if it already is."""
@@ -218,13 +240,18 @@ class LockedFile:
         return RollbackResult(self.resource.resource_type, target_revision, from_revision, revision)
 
     def undo(self) -> None:
-        if not self.touched:
-            return
+        """Put the mirror and its record back as they were before this transaction (which failed)."""
         try:
-            files.restore(self.path, self.previous)
+            if self.touched:
+                with mirrors.mirror_lock(self.agent_id):
+                    files.restore(self.path, self.previous)
+            if self._record[0]:
+                mirrors.restore_record(agent_id=self.agent_id, resource_type=self.resource_type,
+                                       digest=self._record[1])
         except OSError:
-            # Never hide the error that caused the undo; the next load records the file as an edit.
+            # Never hide the error that caused the undo; the next check records the file as an edit.
             log.exception("could not restore %s after a failed write", self.path)
+        mirrors.unsee(self.path)
 
 
 @contextmanager
@@ -289,35 +316,66 @@ def resource_capture_file(*, agent_id: str, resource_type: str, why: str = "read
         return locked.captured
 
 
-def resource_sync_files(*, agent_id: str, types: tuple[str, ...] | None = None, why: str = "sync"
-                        ) -> list[ResourceRevision]:
-    """Record each file-backed resource whose file was edited by hand or was never recorded.
+def resource_sync_files(*, agent_id: str, types: tuple[str, ...] | None = None, why: str = "sync",
+                        current: dict[str, ResourceRevision] | None = None) -> list[ResourceRevision]:
+    """Bring this node's mirrors in line with the database: record each mirror edited by hand on this
+    node (or never recorded) as a revision, then rewrite each mirror that differs from its current
+    revision. Returns the revisions it recorded. `current`: the current revisions, when just read.
 
-    Costs two queries and a hash per file when nothing changed. Returns the revisions it recorded.
+    Costs one query and a read and a hash per file when nothing changed; the lock is taken only for a
+    hand edit.
     """
     check_agent(agent_id)
-    types = tuple(FILE_NAMES) if types is None else types
-    known = resource_current_hashes(agent_id=agent_id, types=types)
+    types = tuple(FILE_NAMES) if types is None else tuple(types)
+    if current is None:
+        current = resource_current_revisions(agent_id=agent_id, types=types)
+    known = mirrors.records(agent_id)
     recorded = []
     for resource_type in types:
-        data = files.read_bytes(files.resource_file_path(agent_id=agent_id, resource_type=resource_type))
-        if data is None or known.get(resource_type, (0, ""))[1] == content_hash(files.decode(data)):
-            continue
-        revision = resource_capture_file(agent_id=agent_id, resource_type=resource_type, why=why)
-        if revision is not None:
-            recorded.append(revision)
+        path = files.resource_file_path(agent_id=agent_id, resource_type=resource_type)
+        data = files.read_bytes(path)
+        revision = current.get(resource_type)
+        if data is not None:
+            digest = files.bytes_hash(data)
+            if revision is not None and revision.content_hash == digest and revision.redacted_at is None:
+                if known.get(resource_type) != digest:
+                    mirrors.accounted_for(agent_id=agent_id, resource_type=resource_type, path=path, digest=digest)
+                else:
+                    mirrors.seen(path)
+                continue
+            if revision is None or mirrors.is_hand_edit(agent_id=agent_id, resource_type=resource_type,
+                                                        digest=digest):
+                captured = resource_capture_file(agent_id=agent_id, resource_type=resource_type, why=why)
+                if captured is not None:
+                    recorded.append(captured)
+                    continue
+        if revision is not None and revision.redacted_at is None:
+            mirrors.write_mirror(agent_id=agent_id, resource_type=resource_type, content=revision.content)
     return recorded
+
+
+def resource_sync_changed(*, agent_id: str, why: str = "sync") -> list[ResourceRevision]:
+    """`resource_sync_files` for the mirrors this process has not seen at their present size, time and
+    inode: a stat per file when nothing changed (on every compose)."""
+    changed = mirrors.changed_since_seen(agent_id)
+    return resource_sync_files(agent_id=agent_id, types=tuple(changed), why=why) if changed else []
 
 
 def resource_seed_file(
     *, agent_id: str, resource_type: str, content: str, provenance: dict | None = None
 ) -> tuple[bool, ResourceRevision | None]:
-    """Write a file as a `seed` revision only if it does not exist yet; an existing file is kept as is.
+    """Write a file as a `seed` revision only if the resource has no revision and no file yet; what
+    exists is kept as is (a node added later mirrors the current revision instead).
 
     Returns (written, revision). An existing file without a record is recorded as `imported`.
     """
     provenance = _check_file_write(agent_id, resource_type, content, MutationSource.SEED, provenance)
     with resource_file_locked(agent_id=agent_id, resource_type=resource_type, why="seed") as locked:
+        current = locked.current
+        if current is not None:
+            if not locked.path.exists() and current.redacted_at is None:
+                locked.write(current.content, MutationSource.SEED, provenance)  # the mirror; no revision
+            return False, None
         if locked.path.exists():
             return False, None
         return True, locked.write(content, MutationSource.SEED, provenance)
@@ -354,3 +412,10 @@ def _revision(*, agent_id, resource_type, number) -> ResourceRevision:
     if found is None:
         raise UnknownRevision(f"{resource_type} has no revision {number} for agent {agent_id}")
     return found
+
+
+def resource_sync_every_agent() -> None:
+    """The node heartbeat's part for prompt files (`fermix_site.node`): every agent's mirrors on this
+    node in line with the database, and its hand edits recorded."""
+    for agent_id in resource_agents():
+        resource_sync_files(agent_id=agent_id, why="heartbeat")

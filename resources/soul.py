@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from resources import files
 from resources.bootstrap import bootstrap_template
 from resources.catalog import check_agent, check_content, content_hash
 from resources.diff import unified_diff
@@ -31,8 +30,8 @@ from resources.errors import (
     UnsupportedMode,
 )
 from resources.models import MutationSource, Resource, ResourceType, SoulProposal
-from resources.selectors import resource_revision_get
-from resources.services import RollbackResult, resource_file_locked
+from resources.selectors import resource_current_revisions, resource_revision_get
+from resources.services import RollbackResult, resource_file_locked, resource_sync_changed
 
 PROPOSAL_TTL = timedelta(seconds=300)
 # Letters and digits only: a token never starts with "-" (a command line would read it as an option).
@@ -50,10 +49,12 @@ def require_owner(trust: str) -> None:
         raise Forbidden("only the owner (operator trust) can change SOUL.md")
 
 
-def soul_on_disk(agent_id: str) -> tuple[str, str]:
-    """(content, sha256 of the bytes); ("", "") when SOUL.md does not exist."""
-    data = files.read_bytes(files.resource_file_path(agent_id=agent_id, resource_type=SOUL))
-    return ("", "") if data is None else (files.decode(data), files.bytes_hash(data))
+def soul_current(agent_id: str) -> tuple[str, str]:
+    """(content, sha256) of SOUL.md's current revision, after recording a hand edit of this node's
+    mirror; ("", "") when SOUL.md has no revision."""
+    resource_sync_changed(agent_id=agent_id, why="soul")
+    current = resource_current_revisions(agent_id=agent_id, types=[SOUL]).get(SOUL)
+    return ("", "") if current is None else (current.content, current.content_hash)
 
 
 def _proposed(agent_id: str, mode: str, revision: int | None, draft: str | None) -> tuple[str, str]:
@@ -94,7 +95,7 @@ def soul_propose(
         raise UnsupportedMode(f"{mode} needs a draft: the model writes it (memory.soul_drafts.soul_propose)")
     check_agent(agent_id)
     content, label = _proposed(agent_id, mode, revision, draft)
-    base, base_hash = soul_on_disk(agent_id)
+    base, base_hash = soul_current(agent_id)
     if drafted_from is not None and drafted_from != base_hash:
         raise StaleBase("SOUL.md changed while the draft was being written; ask for a new proposal")
     if base_hash and base_hash == content_hash(content):
@@ -169,7 +170,8 @@ def soul_apply(*, agent_id: str, token: str, trust: str, now: datetime | None = 
     with resource_file_locked(agent_id=agent_id, resource_type=SOUL, why="soul_apply") as locked:
         _claim(proposal, Status.APPLIED, now)
         if proposal.mode in CURATION_MODES:
-            if locked.disk_hash() != proposal.base_hash:
+            current = locked.current  # after any hand edit of this node's mirror was recorded
+            if (current.content_hash if current else "") != proposal.base_hash:
                 raise StaleBase("SOUL.md changed after this proposal was drafted; ask for a new proposal")
             revision = locked.write(proposal.proposed_content, MutationSource.SOUL_CURATION, _provenance(proposal))
             result = None
