@@ -118,6 +118,13 @@ class EmbeddingsConf:
 
 
 @dataclass(frozen=True)
+class MirrorsConf:
+    """Each node's copies of the prompt files (`resources.mirrors`)."""
+
+    interval_s: int = 15  # the node heartbeat: mirrors rewritten, hand edits recorded, refused tasks queued
+
+
+@dataclass(frozen=True)
 class Config:
     home: Path
     memory: MemoryConf = field(default_factory=MemoryConf)
@@ -126,6 +133,7 @@ class Config:
     timeouts: TimeoutsConf = field(default_factory=TimeoutsConf)
     storage: StorageConf = field(default_factory=StorageConf)
     embeddings: EmbeddingsConf = field(default_factory=EmbeddingsConf)
+    mirrors: MirrorsConf = field(default_factory=MirrorsConf)
 
     @property
     def config_path(self) -> Path:
@@ -267,8 +275,9 @@ PROVIDER_KEYS = {
     "context_window": _int(1024, 100_000_000),
     "primary": _bool,
 }
+MIRRORS_KEYS = {"interval_s": _int(1, 3600)}
 SECTIONS = {"memory": MEMORY_KEYS, "compaction": COMPACTION_KEYS, "timeouts": TIMEOUT_KEYS,
-            "storage": STORAGE_KEYS, "embeddings": EMBEDDINGS_KEYS}
+            "storage": STORAGE_KEYS, "embeddings": EMBEDDINGS_KEYS, "mirrors": MIRRORS_KEYS}
 
 
 def _section(name: str, raw: dict, keys: dict, environ) -> dict:
@@ -352,6 +361,7 @@ def load(environ=None) -> Config:
         timeouts=TimeoutsConf(**sections["timeouts"]),
         storage=StorageConf(**sections["storage"]),
         embeddings=_embeddings(sections["embeddings"]),
+        mirrors=MirrorsConf(**sections["mirrors"]),
     )
 
 

@@ -38,3 +38,16 @@ class Lease(models.Model):
 
     class Meta:
         db_table = "leases"
+
+
+class DeferredTask(models.Model):
+    """A task the broker refused (Redis stopped): queued again by the node heartbeat once it answers."""
+
+    func = models.CharField(max_length=200)
+    args = models.JSONField(default=list)
+    options = models.JSONField(default=dict)  # django-q2's task_name, group …
+    error = models.CharField(max_length=500, blank=True, default="")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "deferred_tasks"

@@ -15,10 +15,10 @@ from datetime import timedelta
 
 from django.db import DatabaseError, transaction
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from fermix_site import generations
 from fermix_site.conf import conf
+from fermix_site.enqueue import enqueue_after_commit
 from memory import conversations
 from memory.conversations import ConversationKey, generation_name
 from memory.errors import CodedError
@@ -269,8 +269,8 @@ def post_delivery_check(*, agent_id: str, conversation: str | ConversationKey, c
     window = context_window_for(conv, context_window)
     if not over_threshold(conv.last_peak_prompt_tokens, window):
         return "not_needed"
-    transaction.on_commit(lambda: async_task("memory.tasks.compact_conversation_task", agent_id, str(key), window,
-                                             task_name=f"compact {agent_id}/{key}"[:100]))
+    enqueue_after_commit("memory.tasks.compact_conversation_task", agent_id, str(key), window,
+                         task_name=f"compact {agent_id}/{key}"[:100])
     return "queued"
 
 

@@ -18,9 +18,9 @@ from django.db import DatabaseError, transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from fermix_site.conf import conf
+from fermix_site.enqueue import enqueue_after_commit
 from memory import review_ops, review_parse
 from memory.admission import PROPOSED, Writer
 from memory.conversations import ConversationKey
@@ -298,8 +298,8 @@ def review_start_background(*, agent_id: str, conversation: str | ConversationKe
     if memory.review_interval_hours == 0:
         return "disabled"
     key = str(ConversationKey.parse(conversation))
-    transaction.on_commit(lambda: async_task("memory.tasks.review_conversation_task", agent_id, key,
-                                             task_name=f"review {agent_id}/{key}"[:100]))
+    enqueue_after_commit("memory.tasks.review_conversation_task", agent_id, key,
+                         task_name=f"review {agent_id}/{key}"[:100])
     return "queued"
 
 

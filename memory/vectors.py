@@ -26,9 +26,9 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from fermix_site import generations, leases
+from fermix_site.enqueue import enqueue_after_commit
 from memory import embeddings
 from memory.models import Embedding, Memory, Message
 
@@ -179,8 +179,8 @@ def queue_embedding(*, now: bool = False) -> None:
         if not now and at - _queued_at < QUEUE_EVERY_S:
             return
         _queued_at = at
-    transaction.on_commit(lambda: async_task("memory.tasks.embed_pending_task", task_name="embed pending",
-                                             group="embeddings"))
+    enqueue_after_commit("memory.tasks.embed_pending_task", keep=False, task_name="embed pending",
+                         group="embeddings")
 
 
 def embeddings_backend_off() -> bool:
@@ -199,8 +199,8 @@ def forget_message_vectors(queryset, agent_id: str) -> int:
     deleted = Embedding.objects.filter(kind=Kind.MESSAGE, object_id__in=queryset.values("pk")).delete()[0]
     if deleted:
         generations.bump(vectors_generation(agent_id))
-        transaction.on_commit(lambda: async_task("memory.tasks.vector_index_task", agent_id,
-                                                 task_name="vector index", group="embeddings"))
+        enqueue_after_commit("memory.tasks.vector_index_task", agent_id, keep=False, task_name="vector index",
+                             group="embeddings")
     return deleted
 
 

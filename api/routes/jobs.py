@@ -6,12 +6,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from django.db import transaction
-from django_q.tasks import async_task
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import StrictBool
 
 from api import schemas as s
+from fermix_site.enqueue import enqueue_after_commit
 from jobs import selectors, services
 from jobs.models import JobRun, ScheduledJob
 
@@ -153,7 +152,7 @@ def job_run(request, agent: str, job_id: int, query: Query[RunQuery]):
     run = services.job_run_start(job_id=job_id, agent_id=agent, trigger=JobRun.Trigger.MANUAL)
     if query.wait:
         return Status(200, run_out(services.job_run_execute(run_id=run.pk)))
-    transaction.on_commit(lambda: async_task("jobs.tasks.job_run_execute", run.pk))
+    enqueue_after_commit("jobs.tasks.job_run_execute", run.pk)
     return Status(202, run_out(run))
 
 

@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 from django.db.models import Count, Max
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from fermix_site.conf import conf
+from fermix_site.enqueue import enqueue
 from memory.models import Embedding
 
 try:
@@ -367,7 +367,7 @@ def queue_refresh(agent_id: str) -> None:
         if now - _queued.get(agent_id, -QUEUE_EVERY_S) < QUEUE_EVERY_S:
             return
         _queued[agent_id] = now
-    async_task("memory.tasks.vector_index_task", agent_id, task_name="vector index", group="embeddings")
+    enqueue("memory.tasks.vector_index_task", agent_id, keep=False, task_name="vector index", group="embeddings")
 
 
 def status() -> list[dict]:
