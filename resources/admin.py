@@ -182,7 +182,7 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
         if not form.is_valid():
             return self._edit_page(request, resource, form, current)
         content, base = form.cleaned_data["content"], form.cleaned_data["base_revision"]
-        if request.POST.get("confirm") != "yes":
+        if "confirm" not in request.POST:  # the preview button, or Enter in a field
             return self._preview(request, resource, form, current)
         if base != resource.current_revision:
             return self._preview(request, resource, form, current, refusal=(
