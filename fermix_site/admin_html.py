@@ -126,3 +126,38 @@ def line_diff(old: str, new: str, *, context: int = 3) -> list[DiffLine]:
             new_no += 1
         i += 1
     return out
+
+
+@dataclass(frozen=True)
+class SideBySideRow:
+    kind: str  # equal, change (a deleted line beside an inserted one), delete, insert, skip
+    old: DiffLine | None
+    new: DiffLine | None
+
+
+def side_by_side(lines: list[DiffLine]) -> list[SideBySideRow]:
+    """The lines of `line_diff` in two columns: each run of deleted lines beside the inserted run after it."""
+    rows: list[SideBySideRow] = []
+    deleted: list[DiffLine] = []
+    inserted: list[DiffLine] = []
+
+    def flush():
+        for n in range(max(len(deleted), len(inserted))):
+            old = deleted[n] if n < len(deleted) else None
+            new = inserted[n] if n < len(inserted) else None
+            rows.append(SideBySideRow("change" if old and new else "delete" if old else "insert", old, new))
+        deleted.clear()
+        inserted.clear()
+
+    for line in lines:
+        if line.kind == "delete":
+            if inserted:
+                flush()
+            deleted.append(line)
+        elif line.kind == "insert":
+            inserted.append(line)
+        else:
+            flush()
+            rows.append(SideBySideRow(line.kind, line, line))
+    flush()
+    return rows

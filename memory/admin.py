@@ -1,7 +1,8 @@
 """The operator console for memory: messages, memory rows, conversations, review runs.
 
 Rows change only through the services (memory.rows, memory.reviewer), which record the per-fact
-history; the admin forms are read-only and every change is a confirmed POST.
+history; the admin forms are read-only and every change is a confirmed POST. Adding and correcting a
+row go through admission (`memory.admission`) with operator trust, as the API's do.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections import defaultdict
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db import transaction
 from django.db.models import Case, QuerySet, Value, When
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -31,8 +33,10 @@ from fermix_site.admin_kit import (
 )
 from fermix_site.conf import conf
 from memory import search
+from memory.admission import Writer, admit_add, admit_replace
 from memory.compactor import context_window_for
 from memory.conversations import KINDS
+from memory.forms import MemoryAddForm, MemoryCorrectForm, add_refusal
 from memory.models import (
     APPROVAL_PENDING,
     Category,
@@ -55,6 +59,7 @@ from memory.rows import MemoryRowError, memory_archive, memory_decide, memory_hi
 from memory.search import MAX_LIMIT, rank, recall
 from providers.models import ModelCall
 from resources.models import Resource
+from resources.selectors import resource_agents
 
 BULK_LIMIT = 500  # rows one archive confirmation may list
 _page = threading.local()  # one render per (agent, file) for the changelist page being built
@@ -306,7 +311,7 @@ class MemoryAdmin(RecallSearch, BigTableAdmin):
     change_form_template = "admin/memory/memory/change_form.html"
 
     def has_add_permission(self, request):
-        return False
+        return self.has_archive_permission(request)  # the add page is admission's form (`add_view`)
 
     def has_delete_permission(self, request, obj=None):
         return False  # rows are archived, never deleted
@@ -489,6 +494,7 @@ class MemoryAdmin(RecallSearch, BigTableAdmin):
         return [
             path("<int:memory_id>/archive/", wrap(self.archive_view), name="memory_memory_archive"),
             path("<int:memory_id>/restore/", wrap(self.restore_view), name="memory_memory_restore"),
+            path("<int:memory_id>/correct/", wrap(self.correct_view), name="memory_memory_correct"),
             *super().get_urls(),
         ]
 
@@ -526,6 +532,75 @@ class MemoryAdmin(RecallSearch, BigTableAdmin):
     def render_change_form(self, request, context, *args, obj=None, **kwargs):
         context["can_archive"] = obj is not None and self.has_archive_permission(request)
         return super().render_change_form(request, context, *args, obj=obj, **kwargs)
+
+    # --- add and correct: admission with operator trust, then the prompt files ------------------------
+
+    def _writer(self, request, *, agent_id: str, owner_id: str) -> Writer:
+        """The operator at the console: admission's operator column, as the API's operator key."""
+        return Writer(kind="operator", agent_id=agent_id, owner_id=owner_id, trust=Trust.OPERATOR,
+                      actor_id=request.user.get_username())
+
+    def _write_page(self, request, form, title: str, row: Memory | None = None):
+        context = {**self.admin_site.each_context(request), "title": title, "opts": self.model._meta,
+                   "form": form, "row": row}
+        return TemplateResponse(request, "fermix/memory_write.html", context)
+
+    def add_view(self, request, form_url="", extra_context=None):
+        """Add a row through admission (`admit_add`), as `POST /agents/{agent}/memories` does."""
+        if not self.has_add_permission(request):
+            raise Http404
+        agents = sorted({*resource_agents(), conf.memory.agent_id})
+        initial = {"agent_id": conf.memory.agent_id, "owner_id": conf.memory.owner_id}
+        form = MemoryAddForm(request.POST or None, initial=initial, agents=agents)
+        if request.method != "POST" or not form.is_valid():
+            return self._write_page(request, form, "Add a memory row")
+        data = form.cleaned_data
+        try:
+            with transaction.atomic():  # a refusal leaves nothing behind
+                row, action = admit_add(self._writer(request, agent_id=data["agent_id"], owner_id=data["owner_id"]),
+                                        key=data["key"], value=data["value"], category=data["category"],
+                                        reason=data["reason"])
+        except MemoryRowError as exc:
+            add_refusal(form, exc)
+            return self._write_page(request, form, "Add a memory row")
+        if action == "unchanged":
+            self.message_user(request, f"Memory row #{row.id} already holds this; nothing changed.", messages.INFO)
+        else:
+            self.log_change(request, row, f"{action}: {data['reason']}")
+            rebuild_after(request, [row])
+            said = {"add": "Added", "replace": "Replaced the live row with this key:",
+                    "resave": "Brought back the archived row with this key:"}.get(action, action)
+            self.message_user(request, f"{said} memory row #{row.id} ({row.scope_type} scope); USER.md and "
+                                       "MEMORY.md rebuilt.", messages.SUCCESS)
+        return HttpResponseRedirect(admin_url(row))
+
+    def correct_view(self, request, memory_id: int):
+        """Correct a row's value or category through admission (`admit_replace`), as `PATCH /memories/{id}`."""
+        row = self._row_for_change(request, memory_id)
+        form = MemoryCorrectForm(request.POST or None, initial={"value": row.value, "category": row.category})
+        if not row.category:  # a conversation note stays a note unless a category is chosen
+            form.fields["category"].choices = [("", "none (a conversation note)"), *Category.choices]
+        title = f"Correct memory row #{row.id}"
+        if request.method != "POST" or not form.is_valid():
+            return self._write_page(request, form, title, row)
+        data = form.cleaned_data
+        category = None if data["category"] == row.category else data["category"]
+        try:
+            with transaction.atomic():
+                corrected = admit_replace(self._writer(request, agent_id=row.agent_id, owner_id=row.owner_id),
+                                          memory_id=row.id, value=data["value"], category=category,
+                                          reason=data["reason"])
+        except MemoryRowError as exc:
+            add_refusal(form, exc)
+            return self._write_page(request, form, title, row)
+        if corrected.updated_at == row.updated_at:
+            self.message_user(request, f"Memory row #{row.id} already holds this; nothing changed.", messages.INFO)
+        else:
+            self.log_change(request, corrected, f"Corrected: {data['reason']}")
+            rebuild_after(request, [corrected])
+            self.message_user(request, f"Corrected memory row #{row.id}; USER.md and MEMORY.md rebuilt.",
+                              messages.SUCCESS)
+        return HttpResponseRedirect(admin_url(row))
 
 
 @admin.register(MemoryEvent)

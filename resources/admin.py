@@ -1,7 +1,8 @@
 """The operator console for versioned resources: history, content, diffs, rollback, provenance.
 
 Rollback goes through `resources.services.resource_rollback` only, after a preview and a confirmation;
-checkpoints are audit records and are never offered for rollback.
+checkpoints are audit records and are never offered for rollback. A bootstrap file is edited in a text
+area, previewed as a diff, then written by `resource_write_file` as a `manual_edit` revision.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from fermix_site.admin_html import line_diff, markdown_html
+from fermix_site.admin_html import line_diff, markdown_html, side_by_side
 from fermix_site.admin_kit import BigTableAdmin, ReadOnlyAdmin, short
-from resources.catalog import display_name, rollback_caveat
+from resources.catalog import BOOTSTRAP_FILES, content_hash, display_name, rollback_caveat
 from resources.diff import revision_label
-from resources.errors import CheckpointRollback, UnknownResource, UnknownRevision
-from resources.models import Resource, ResourceRevision, ResourceType, SoulProposal
+from resources.errors import CheckpointRollback, ResourceError, UnknownResource, UnknownRevision
+from resources.forms import BootstrapEditForm
+from resources.models import MutationSource, Resource, ResourceRevision, ResourceType, SoulProposal
 from resources.selectors import revision_of
-from resources.services import resource_rollback
+from resources.services import resource_capture_file, resource_rollback, resource_write_file
 
 HISTORY_PAGE = 200
 MEMORY_FILE_TYPES = ("user_md", "memory_md")
@@ -64,6 +66,7 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
             path("<int:pk>/revisions/<int:number>/", wrap(self.revision_view), name="resources_resource_revision"),
             path("<int:pk>/diff/", wrap(self.diff_view), name="resources_resource_diff"),
             path("<int:pk>/rollback/<int:number>/", wrap(self.rollback_view), name="resources_resource_rollback"),
+            path("<int:pk>/edit/", wrap(self.edit_view), name="resources_resource_edit"),
             *super().get_urls(),
         ]
 
@@ -78,7 +81,7 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
     def _context(self, request, resource: Resource, title: str, **extra) -> dict:
         return {**self.admin_site.each_context(request), "opts": self.model._meta, "title": title,
                 "resource": resource, "resource_name": display_name(resource.resource_type),
-                "can_rollback": self._can_rollback(request, resource),
+                "can_rollback": self._can_rollback(request, resource), "can_edit": self._can_edit(request, resource),
                 "has_provenance": resource.resource_type in MEMORY_FILE_TYPES, **extra}
 
     def _can_rollback(self, request, resource: Resource) -> bool:
@@ -114,9 +117,11 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
         b = revision_or_404(resource, request.GET.get("b") or current)
         context_lines = request.GET.get("context", "3")
         context_lines = int(context_lines) if context_lines.isdigit() else 3
+        lines = line_diff(a.content, b.content, context=min(context_lines, 1000))
+        split = request.GET.get("view") == "split"
         context = self._context(request, resource, f"{display_name(resource.resource_type)}: r{a.revision} → "
                                 f"r{b.revision}", a=a, b=b, a_label=revision_label(a), b_label=revision_label(b),
-                                lines=line_diff(a.content, b.content, context=min(context_lines, 1000)),
+                                lines=lines, split=split, rows=side_by_side(lines) if split else None,
                                 numbers=list(_revisions(resource).order_by("-revision")
                                              .values_list("revision", flat=True)[:500]))
         return TemplateResponse(request, "fermix/diff.html", context)
@@ -155,6 +160,82 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
         if result.caveat:
             self.message_user(request, result.caveat, messages.WARNING)
         return HttpResponseRedirect(reverse("admin:resources_resource_change", args=[resource.pk]))
+
+    # --- editing a bootstrap file: text area, preview diff, confirmation -----------------------------
+
+    def _can_edit(self, request, resource: Resource) -> bool:
+        # USER.md and MEMORY.md are rendered from memory rows (a hand edit is overwritten by the next
+        # rebuild: correct the rows instead); checkpoints are audit records.
+        return resource.resource_type in BOOTSTRAP_FILES and request.user.has_perm("resources.change_resource")
+
+    def edit_view(self, request, pk):
+        """Edit a bootstrap file: the text, then a preview diff, then *Yes, write* commits a `manual_edit`."""
+        resource = self._resource(request, pk)
+        if not self._can_edit(request, resource):
+            raise Http404("only IDENTITY.md, FERMIX.md, SOUL.md and REALTIME.md are edited here")
+        current = self._current_on_disk(resource)
+        if request.method != "POST":
+            form = BootstrapEditForm(initial={"content": current.content if current else "",
+                                              "base_revision": resource.current_revision})
+            return self._edit_page(request, resource, form, current)
+        form = BootstrapEditForm(request.POST)
+        if not form.is_valid():
+            return self._edit_page(request, resource, form, current)
+        content, base = form.cleaned_data["content"], form.cleaned_data["base_revision"]
+        if "confirm" not in request.POST:  # the preview button, or Enter in a field
+            return self._preview(request, resource, form, current)
+        if base != resource.current_revision:
+            return self._preview(request, resource, form, current, refusal=(
+                f"{display_name(resource.resource_type)} changed since you opened it (now revision "
+                f"{resource.current_revision}): the preview below is against the new revision; check it and "
+                "confirm again."))
+        if form.cleaned_data["previewed"] != content_hash(content):
+            return self._preview(request, resource, form, current,
+                                 refusal="The text changed after the preview: check the new diff and confirm again.")
+        return self._write(request, resource, form)
+
+    def _current_on_disk(self, resource: Resource) -> ResourceRevision | None:
+        """The current revision, after recording a hand edit of the file (so the form holds what is on disk)."""
+        resource_capture_file(agent_id=resource.agent_id, resource_type=resource.resource_type, why="admin_edit")
+        resource.refresh_from_db()
+        return _current(resource)
+
+    def _edit_page(self, request, resource, form, current, **extra):
+        name = display_name(resource.resource_type)
+        context = self._context(request, resource, f"Edit {name}", form=form, current=current,
+                                soul=resource.resource_type == ResourceType.SOUL_MD, **extra)
+        return TemplateResponse(request, "fermix/resource_edit.html", context)
+
+    def _preview(self, request, resource, form, current, refusal: str = ""):
+        """The diff from the current revision to the submitted text, with the confirmation."""
+        content = form.cleaned_data["content"]
+        # A fresh form: the confirmation is against the revision current now and the text shown now.
+        fresh = BootstrapEditForm(initial={"content": content, "reason": form.cleaned_data["reason"],
+                                           "base_revision": resource.current_revision,
+                                           "previewed": content_hash(content)})
+        before = current.content if current else ""
+        return self._edit_page(request, resource, fresh, current, preview=True, refusal=refusal,
+                               same=before == content, lines=line_diff(before, content))
+
+    def _write(self, request, resource, form):
+        provenance = {"operator": request.user.get_username(), "via": "admin"}
+        if form.cleaned_data["reason"]:
+            provenance["reason"] = form.cleaned_data["reason"]
+        name = display_name(resource.resource_type)
+        try:
+            revision = resource_write_file(agent_id=resource.agent_id, resource_type=resource.resource_type,
+                                           content=form.cleaned_data["content"],
+                                           mutation_source=MutationSource.MANUAL_EDIT, provenance=provenance)
+        except ResourceError as exc:
+            form.add_error(None, exc.message)
+            return self._edit_page(request, resource, form, _current(resource))
+        if revision is None:
+            self.message_user(request, f"{name} already has this content; nothing was written.", messages.INFO)
+        else:
+            self.log_change(request, resource, f"Edited: revision {revision.revision} (manual_edit)")
+            self.message_user(request, f"Wrote {name} revision {revision.revision} (manual_edit).", messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:resources_resource_change", args=[resource.pk]))
+
 
 @admin.register(ResourceRevision)
 class ResourceRevisionAdmin(BigTableAdmin, ReadOnlyAdmin):

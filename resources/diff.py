@@ -1,4 +1,4 @@
-"""Unified diffs between revisions, labelled with type, revision and time."""
+"""Unified diffs between revisions, labelled with type, revision and time, plain or coloured for a terminal."""
 
 from __future__ import annotations
 
@@ -46,3 +46,18 @@ def revision_label(revision: ResourceRevision) -> str:
 
 def revision_diff(a: ResourceRevision, b: ResourceRevision, *, context: int = 3) -> str:
     return unified_diff(a.content, b.content, from_label=revision_label(a), to_label=revision_label(b), context=context)
+
+
+# The colours `git diff` uses: file labels bold, hunk headers cyan, removed lines red, added lines green.
+RESET = "\033[0m"
+COLOURS = (("--- ", "\033[1m"), ("+++ ", "\033[1m"), ("@@", "\033[36m"), ("-", "\033[31m"), ("+", "\033[32m"))
+
+
+def coloured(diff: str) -> str:
+    """A unified diff with ANSI colours on each line; the text itself is unchanged."""
+    out = []
+    for line in diff.splitlines(keepends=True):
+        body, end = (line[:-1], "\n") if line.endswith("\n") else (line, "")
+        colour = next((c for prefix, c in COLOURS if body.startswith(prefix)), "")
+        out.append(f"{colour}{body}{RESET}{end}" if colour else line)
+    return "".join(out)

@@ -53,7 +53,32 @@ SCREENSHOTS = [
                                      args=[w.user_md.pk, Resource.objects.get(pk=w.user_md.pk).current_revision])),
     ("review-run", lambda w: reverse("admin:memory_reviewrun_change", args=[w.run.pk])),
     ("settings", lambda w: reverse("fermix-settings")),
+    ("memory-add", lambda w: reverse("admin:memory_memory_add")),
+    ("memory-correct", lambda w: reverse("admin:memory_memory_correct",
+                                         args=[Memory.objects.get(key="home_city").id])),
+    ("resource-edit", lambda w: reverse("admin:resources_resource_edit", args=[w.soul.pk])),
+    ("resource-edit-preview", lambda w: reverse("admin:resources_resource_edit", args=[w.soul.pk])),
+    ("diff-side-by-side", lambda w: reverse("admin:resources_resource_diff", args=[w.soul.pk]) + "?a=1&b=2&view=split"),
 ]
+
+
+def _preview_an_edit(operator):
+    editor = operator.find("#id_content")
+    editor.clear()
+    editor.send_keys("# Soul\n\nBe kind, brief, exact and warm.\nAsk before guessing.\n")
+    operator.find("#id_reason").send_keys("a warmer tone")
+    operator.click("#preview-edit")
+
+
+def _refuse_a_long_value(operator):
+    operator.find("#id_key").send_keys("essay")
+    operator.find("#id_value").send_keys("likes " + "very " * 40 + "long answers")
+    operator.find("#id_reason").send_keys("told me on the phone")
+    operator.click("#save-memory")
+
+
+# Pages that show something only after a step in the browser: what to do once the page is open.
+STEPS = {"resource-edit-preview": _preview_an_edit, "memory-add": _refuse_a_long_value}
 
 
 def _history_for_the_dashboard():
@@ -91,6 +116,8 @@ def test_screenshots(operator, world):
     operator.driver.set_window_size(1366, 1000)
     for name, url in SCREENSHOTS:
         operator.open(url(world))
+        if name in STEPS:
+            STEPS[name](operator)
         height = operator.driver.execute_script("return document.body.scrollHeight")
         operator.driver.set_window_size(1366, min(max(height + 40, 700), 2400))
         operator.driver.save_screenshot(str(Path(folder) / f"{name}.png"))

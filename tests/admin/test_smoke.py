@@ -37,6 +37,9 @@ def console_urls(world) -> dict[str, str]:
     urls.update({
         "admin:memory_memory_archive": reverse("admin:memory_memory_archive", args=[world.fact.pk]),
         "admin:memory_memory_restore": reverse("admin:memory_memory_restore", args=[world.fact.pk]),
+        "admin:memory_memory_correct": reverse("admin:memory_memory_correct", args=[world.fact.pk]),
+        "admin:memory_memory_add": reverse("admin:memory_memory_add"),
+        "admin:resources_resource_edit": reverse("admin:resources_resource_edit", args=[soul.pk]),
         "admin:memory_reviewrun_undo": reverse("admin:memory_reviewrun_undo", args=[world.run.pk]),
         "admin:resources_resource_revision": reverse("admin:resources_resource_revision", args=[soul.pk, 1]),
         "admin:resources_resource_diff": reverse("admin:resources_resource_diff", args=[soul.pk]) + "?a=1&b=2",

@@ -1,6 +1,10 @@
+import os
+
 from resources.cli import ResourceCommand, non_negative_int, positive_int
-from resources.diff import revision_diff
+from resources.diff import coloured, revision_diff
 from resources.selectors import resource_revision_get
+
+COLOR_CHOICES = ("auto", "always", "never")
 
 
 class Command(ResourceCommand):
@@ -13,6 +17,9 @@ class Command(ResourceCommand):
         parser.add_argument("rev_b", type=positive_int, help="the newer revision")
         parser.add_argument("--context", type=non_negative_int, default=3, metavar="N",
                             help="lines of context around each change (default 3)")
+        parser.add_argument("--color", choices=COLOR_CHOICES, default="auto",
+                            help="colour the diff: auto (when the output is a terminal and NO_COLOR is not set, "
+                                 "the default), always or never")
         super().add_arguments(parser)
 
     def handle(self, *args, **options):
@@ -24,4 +31,15 @@ class Command(ResourceCommand):
         if not diff:
             self.stdout.write(f"r{a.revision} and r{b.revision} of {a.resource_type} have identical content.")
             return
-        self.stdout.write(diff, ending="")
+        self.stdout.write(coloured(diff) if self.in_colour(options) else diff, ending="")
+
+    def in_colour(self, options) -> bool:
+        # Django's own --no-color and --force-color say the same for every command; --color is ours.
+        choice = options["color"]
+        if choice == "auto" and options.get("no_color"):
+            return False
+        if choice == "auto" and options.get("force_color"):
+            return True
+        if choice == "auto":
+            return self.stdout.isatty() and not os.environ.get("NO_COLOR")
+        return choice == "always"
