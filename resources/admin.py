@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from fermix_site.admin_html import line_diff, markdown_html
-from fermix_site.admin_kit import BigTableAdmin, ReadOnlyAdmin, short
+from fermix_site.admin_kit import BigTableAdmin, HumanChoicesFilter, ReadOnlyAdmin, human, json_html, short, status_html
 from resources.catalog import display_name, rollback_caveat
 from resources.diff import revision_label
 from resources.errors import CheckpointRollback, UnknownResource, UnknownRevision
@@ -93,7 +93,7 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
             rows = rows.filter(revision__lt=int(before))
         page = list(rows[: HISTORY_PAGE + 1])
         older = page[HISTORY_PAGE - 1].revision if len(page) > HISTORY_PAGE else None
-        revisions = [(r, json.dumps(r.provenance, ensure_ascii=False, sort_keys=True)) for r in page[:HISTORY_PAGE]]
+        revisions = [(r, human(r.mutation_source), json_html(r.provenance)) for r in page[:HISTORY_PAGE]]
         context = self._context(request, resource, f"{display_name(resource.resource_type)} — {resource}",
                                 revisions=revisions, older=older)
         return TemplateResponse(request, "fermix/resource.html", context)
@@ -102,6 +102,7 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
         resource = self._resource(request, pk)
         revision = revision_or_404(resource, number)
         context = self._context(request, resource, revision_label(revision), revision=revision,
+                                source=human(revision.mutation_source),
                                 rendered=markdown_html(revision.content),
                                 provenance=json.dumps(revision.provenance, indent=2, ensure_ascii=False,
                                                       sort_keys=True))
@@ -158,9 +159,9 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
 
 @admin.register(ResourceRevision)
 class ResourceRevisionAdmin(BigTableAdmin, ReadOnlyAdmin):
-    list_display = ("id", "created_at", "resource", "revision", "parent_revision", "mutation_source", "byte_size",
+    list_display = ("id", "created_at", "resource", "revision", "parent_revision", "source", "byte_size",
                     "short_hash", "scope_id")
-    list_filter = ("resource_type", "mutation_source", "agent_id")
+    list_filter = ("resource_type", ("mutation_source", HumanChoicesFilter), "agent_id")
     search_fields = ("=scope_id", "=content_hash")
 
     def get_queryset(self, request):
@@ -169,6 +170,10 @@ class ResourceRevisionAdmin(BigTableAdmin, ReadOnlyAdmin):
     @admin.display(description="resource")
     def resource(self, obj):
         return display_name(obj.resource_type)
+
+    @admin.display(description="mutation source", ordering="mutation_source")
+    def source(self, obj):
+        return human(obj.mutation_source)
 
     @admin.display(description="hash")
     def short_hash(self, obj):
@@ -186,9 +191,14 @@ class ResourceRevisionAdmin(BigTableAdmin, ReadOnlyAdmin):
 
 @admin.register(SoulProposal)
 class SoulProposalAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "agent_id", "mode", "status", "requested_by", "rationale_excerpt", "expires_at")
-    list_filter = ("status", "mode")
+    list_display = ("created_at", "agent_id", "mode", "status_badge", "requested_by", "rationale_excerpt",
+                    "expires_at")
+    list_filter = (("status", HumanChoicesFilter), "mode")
     exclude = ("token",)  # a pending token confirms the change; it stays out of the console
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        return status_html(obj.status)
 
     @admin.display(description="rationale")
     def rationale_excerpt(self, obj):
