@@ -14,9 +14,17 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from fermix_site.admin_html import line_diff, markdown_html
-from fermix_site.admin_kit import BigTableAdmin, HumanChoicesFilter, ReadOnlyAdmin, human, json_html, short, status_html
+from fermix_site.admin_kit import (
+    BigTableAdmin,
+    HumanChoicesFilter,
+    ReadOnlyAdmin,
+    human,
+    json_html,
+    short,
+    status_html,
+    when,
+)
 from resources.catalog import display_name, rollback_caveat
-from resources.diff import revision_label
 from resources.errors import CheckpointRollback, UnknownResource, UnknownRevision
 from resources.models import Resource, ResourceRevision, ResourceType, SoulProposal
 from resources.selectors import revision_of
@@ -40,6 +48,13 @@ def revision_or_404(resource: Resource, number) -> ResourceRevision:
     if found is None:
         raise Http404(f"{resource} has no revision {number}")
     return found
+
+
+def revision_title(revision: ResourceRevision) -> str:
+    """A revision as the console names it: `SOUL.md r3 (2026-11-29 20:31, rollback)`."""
+    scope = "" if revision.scope_id == "global" else f" [{revision.scope_id}]"
+    return (f"{display_name(revision.resource_type)}{scope} r{revision.revision} ({when(revision.created_at)}, "
+            f"{human(revision.mutation_source)})")
 
 
 def _current(resource: Resource) -> ResourceRevision | None:
@@ -101,7 +116,7 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
     def revision_view(self, request, pk, number):
         resource = self._resource(request, pk)
         revision = revision_or_404(resource, number)
-        context = self._context(request, resource, revision_label(revision), revision=revision,
+        context = self._context(request, resource, revision_title(revision), revision=revision,
                                 source=human(revision.mutation_source),
                                 rendered=markdown_html(revision.content),
                                 provenance=json.dumps(revision.provenance, indent=2, ensure_ascii=False,
@@ -116,7 +131,7 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
         context_lines = request.GET.get("context", "3")
         context_lines = int(context_lines) if context_lines.isdigit() else 3
         context = self._context(request, resource, f"{display_name(resource.resource_type)}: r{a.revision} → "
-                                f"r{b.revision}", a=a, b=b, a_label=revision_label(a), b_label=revision_label(b),
+                                f"r{b.revision}", a=a, b=b, a_label=revision_title(a), b_label=revision_title(b),
                                 lines=line_diff(a.content, b.content, context=min(context_lines, 1000)),
                                 numbers=list(_revisions(resource).order_by("-revision")
                                              .values_list("revision", flat=True)[:500]))

@@ -85,3 +85,10 @@ def test_search_results_best_first_by_default_and_newest_first_on_the_switch(con
     filtered = console.get(MESSAGES, {"q": "bowling", "order": "newest", "channel": "telegram"})
     assert filtered.status_code == 200 and "?e=1" not in filtered.get("Location", "")
     assert "order=newest" in re.search(r'id="changelist-filter".*?</nav>', filtered.content.decode(), re.S).group(0)
+
+
+def test_revision_titles_name_the_file_and_the_source_in_words(console, world):
+    diff = reverse("admin:resources_resource_diff", args=[world.soul.pk])
+    html = console.get(diff, {"a": 1, "b": 2}).content.decode()
+    assert re.search(r"SOUL\.md r1 \(\d{4}-\d\d-\d\d \d\d:\d\d, manual edit\)", html)
+    assert "soul_md r1" not in html and "manual_edit" not in html
