@@ -48,6 +48,7 @@ SCREENSHOTS = [
     ("review-runs", lambda w: reverse("admin:memory_reviewrun_changelist")),
     ("memory-row", lambda w: reverse("admin:memory_memory_change", args=[Memory.objects.get(key="home_city").id])),
     ("resource-history", lambda w: reverse("admin:resources_resource_change", args=[w.soul.pk])),
+    ("user-md-history", lambda w: reverse("admin:resources_resource_change", args=[w.user_md.pk])),
     ("diff", lambda w: reverse("admin:resources_resource_diff", args=[w.soul.pk]) + "?a=1&b=2"),
     ("rollback-preview", lambda w: reverse("admin:resources_resource_rollback",
                                            args=[Resource.objects.get(resource_type="user_md").pk, 1])),

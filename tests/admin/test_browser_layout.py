@@ -10,6 +10,7 @@ from django.urls import reverse
 from selenium.webdriver.common.by import By
 
 from memory.models import Memory, ReviewRun
+from memory.rows import memory_propose
 from resources.models import ResourceRevision
 from tests.admin import test_browser
 from tests.admin.test_index_attention import failing_review
@@ -113,6 +114,19 @@ def test_the_index_says_what_needs_you_and_leads_there(operator, world, fake_pro
         operator.open(reverse("admin:index"))
         operator.click("#counts a[href$='/memory/memory/']")
         assert operator.find_all("#result_list tbody tr")
+
+
+def test_waiting_directive_changes_lead_from_the_index_to_the_rows(operator, world):
+    memory_propose(op="add", agent_id="main", owner_id="default", scope_type="agent", scope_id="main",
+                   key="rule", value="answer in one paragraph", category="directive", actor_type="reviewer")
+    with use_config("[fermix_core.memory]\ndirective_approval = true\n"):
+        operator.open(reverse("admin:index"))
+        warn = operator.find("#attention li[data-level=warn]")
+        assert "1 directive change(s) waiting for your approval" in warn.text
+        operator.click("#attention li[data-level=warn] a")
+    assert "archived=pending" in operator.driver.current_url
+    assert "waiting for approval" in operator.find("#result_list").text
+    assert "answer in one paragraph" in operator.find("#result_list").text
 
 
 def test_search_marks_the_words_and_the_context_and_switches_to_newest_first(operator, world):
