@@ -1,7 +1,9 @@
 """Does the service need its operator? The console index's answer, read from what the service has already
 recorded: review runs, the reviewer's failures, directive changes waiting for approval, each provider's
 last model call, jobs, and the free space under FERMIX_HOME. Rendering it makes no network call, and
-every query reads a bounded number of rows (the newest by primary key), never a whole big table.
+the queries over tables that only grow read a bounded number of rows (the newest by primary key). The one
+exception is the count of directive changes waiting for approval, made only when approval is on: a scan
+of the memory rows' approval column, like the dashboard's.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def _recent(model, time_field: str, since: datetime) -> list[str]:
 
 def review_items(since: datetime) -> list[Item]:
     failed = _recent(ReviewRun, "started_at", since).count(ReviewRun.Status.FAILED)
-    failing = ReviewState.objects.filter(failure_count__gt=0).count()
+    failing = ReviewState.objects.filter(failure_count__gt=0).values("pk")[:RECENT_ROWS].count()
     runs = changelist_url(ReviewRun, status__exact=ReviewRun.Status.FAILED)
     items = [Item(BAD if failed else OK, f"{failed} failed review run(s) in the last {RECENT_DAYS} days"
                   if failed else f"No failed review runs in the last {RECENT_DAYS} days", runs if failed else "")]
