@@ -92,3 +92,11 @@ def test_revision_titles_name_the_file_and_the_source_in_words(console, world):
     html = console.get(diff, {"a": 1, "b": 2}).content.decode()
     assert re.search(r"SOUL\.md r1 \(\d{4}-\d\d-\d\d \d\d:\d\d, manual edit\)", html)
     assert "soul_md r1" not in html and "manual_edit" not in html
+
+
+def test_the_order_switch_is_never_a_bad_filter(console, home):
+    say("bowling")
+    for params in ({"order": "newest"}, {"order": "<x>", "q": "bowling"}, {"order": "newest", "q": ""}):
+        response = console.get(MESSAGES, params)
+        assert response.status_code == 200 and b"?e=1" not in response.content, params
+    assert console.get(reverse("admin:memory_memory_changelist"), {"order": "newest", "q": "x"}).status_code == 200
