@@ -10,8 +10,7 @@ from django.urls import path
 
 from memory.admin import conversation_messages_url
 from memory.provenance import line_sources
-from resources.admin import MEMORY_FILE_TYPES, ResourceAdmin, revision_or_404
-from resources.diff import revision_label
+from resources.admin import MEMORY_FILE_TYPES, ResourceAdmin, revision_or_404, revision_title
 from resources.models import Resource
 
 admin.site.site_header = "Fermix operator console"
@@ -39,7 +38,7 @@ class ConsoleResourceAdmin(ResourceAdmin):
                                content=revision.content)
         rows = [(source, conversation_messages_url(*source.conversation, agent_id=resource.agent_id)
                  if source.conversation else "") for source in sources]
-        context = self._context(request, resource, f"Where each line of {revision_label(revision)} came from",
+        context = self._context(request, resource, f"Where each line of {revision_title(revision)} came from",
                                 revision=revision, sources=rows)
         return TemplateResponse(request, "fermix/provenance.html", context)
 

@@ -201,6 +201,7 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+FORMAT_MODULE_PATH = ["fermix_site.formats"]  # one date format: 2026-12-01 19:40 (UTC)
 
 STATIC_URL = "static/"
 STATIC_ROOT = FERMIX_HOME / "static"

@@ -3,7 +3,19 @@
 from django.contrib import admin
 from django.utils.html import format_html_join
 
-from fermix_site.admin_kit import BigTableAdmin, ReadOnlyAdmin, admin_url, changelist_url, link, pre, short
+from fermix_site.admin_kit import (
+    BigTableAdmin,
+    HumanChoicesFilter,
+    ReadOnlyAdmin,
+    admin_url,
+    changelist_url,
+    duration,
+    link,
+    pre,
+    short,
+    status_html,
+    when,
+)
 from jobs.models import JobRun, ScheduledJob
 
 
@@ -23,7 +35,7 @@ class ScheduledJobAdmin(ReadOnlyAdmin):
             return f"cron {obj.cron}"
         if obj.schedule_type == ScheduledJob.ScheduleType.INTERVAL:
             return f"every {obj.interval_seconds} s"
-        return f"once at {obj.run_at:%Y-%m-%d %H:%M}" if obj.run_at else "once"
+        return f"once at {when(obj.run_at)}" if obj.run_at else "once"
 
     @admin.display(description="runs")
     def runs_link(self, obj):
@@ -38,20 +50,28 @@ class ScheduledJobAdmin(ReadOnlyAdmin):
         runs = obj.runs.order_by("-started_at")[:20]
         return format_html_join(
             "", '<div><a href="{}">#{}</a> {} {} — {}</div>',
-            ((admin_url(r), r.pk, r.started_at.strftime("%Y-%m-%d %H:%M"), r.status, short(r.error or r.output, 100))
+            ((admin_url(r), r.pk, when(r.started_at), status_html(r.status), short(r.error or r.output, 100))
              for r in runs)) or "no runs yet"
 
 
 @admin.register(JobRun)
 class JobRunAdmin(BigTableAdmin, ReadOnlyAdmin):
-    list_display = ("id", "started_at", "job", "agent_id", "status", "prompt_tokens", "completion_tokens",
-                    "outcome")
-    list_filter = ("status", "agent_id")
+    list_display = ("id", "started_at", "took", "job", "agent_id", "status_badge", "prompt_tokens",
+                    "completion_tokens", "outcome")
+    list_filter = (("status", HumanChoicesFilter), "agent_id")
     list_select_related = ("job",)
     raw_id_fields = ("job",)
-    fields = ("job", "agent_id", "status", "started_at", "finished_at", "prompt_tokens", "completion_tokens",
-              "output_block", "error_block")
+    fields = ("job", "agent_id", "status_badge", "started_at", "finished_at", "took", "prompt_tokens",
+              "completion_tokens", "output_block", "error_block")
     readonly_fields = fields
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        return status_html(obj.status)
+
+    @admin.display(description="took")
+    def took(self, obj):
+        return duration(obj.started_at, obj.finished_at)
 
     @admin.display(description="output or error")
     def outcome(self, obj):

@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.views.main import ChangeList
 from django.db import transaction
 from django.db.models import Case, QuerySet, Value, When
 from django.http import Http404, HttpResponseRedirect
@@ -24,12 +25,19 @@ from django.utils.safestring import mark_safe
 from fermix_site.admin_html import marked_html
 from fermix_site.admin_kit import (
     BigTableAdmin,
+    HumanChoicesFilter,
     ReadOnlyAdmin,
     admin_url,
     changelist_url,
+    duration,
+    human,
+    json_html,
     link,
+    model_output_html,
     pre,
     short,
+    status_html,
+    when,
 )
 from fermix_site.conf import conf
 from memory import search
@@ -177,14 +185,31 @@ def _search_filters(request, names) -> dict:
     return {name: request.GET[name] for name in names if request.GET.get(name)}
 
 
+ORDER_PARAM, NEWEST = "order", "newest"  # ?order=newest: the search's results newest first
+
+
+class RecallChangeList(ChangeList):
+    """The changelist of a recall search: `order` is the results' order switch, not a filter, and the
+    filter, page and column links keep it."""
+
+    def get_filters_params(self, params=None):
+        lookup = super().get_filters_params(params)
+        lookup.pop(ORDER_PARAM, None)
+        return lookup
+
+
 class RecallSearch(admin.ModelAdmin):
     """The changelist's search box runs recall as `memory_recall` does (hybrid when an embedding model is
-    configured and an agent is chosen, else lexical), within the changelist's filters: best first, and a
-    "match" column with the signals (why, ranks) of each result, a reply marked as context, and the
-    snippet with the matched words highlighted."""
+    configured and an agent is chosen, else lexical), within the changelist's filters: best first (or
+    newest first with `?order=newest`), and a "match" column with the signals (why, ranks) of each result,
+    a reply marked as context, and the snippet with the matched words highlighted."""
 
     search_filters: tuple[str, ...] = ()
     corpus: search.Corpus
+    change_list_template = "fermix/recall_change_list.html"
+
+    def get_changelist(self, request, **kwargs):
+        return RecallChangeList
 
     def get_search_results(self, request, queryset, search_term):
         request.recalled = {}
@@ -194,9 +219,23 @@ class RecallSearch(admin.ModelAdmin):
         mode = recall.default_mode() if "agent_id" in filters else "lexical"
         answer = recall.recall(self.corpus, query=search_term, filters=filters, limit=MAX_LIMIT, mode=mode)
         request.recalled = {row.pk: row for row in answer.rows}
+        found = queryset.filter(pk__in=list(request.recalled))
+        if request.GET.get(ORDER_PARAM) == NEWEST:
+            return found, False  # the changelist's own order: newest first
         order = Case(*(When(pk=pk, then=Value(n)) for n, pk in enumerate(request.recalled)), default=Value(MAX_LIMIT))
         # In recall's order, best first (the changelist orders before it searches).
-        return queryset.filter(pk__in=list(request.recalled)).annotate(recall_rank=order).order_by("recall_rank"), False
+        return found.annotate(recall_rank=order).order_by("recall_rank"), False
+
+    def changelist_view(self, request, extra_context=None):
+        if request.GET.get("q", "").strip():
+            newest = request.GET.get(ORDER_PARAM) == NEWEST
+            relevance, by_time = request.GET.copy(), request.GET.copy()
+            relevance.pop(ORDER_PARAM, None)
+            by_time[ORDER_PARAM] = NEWEST
+            extra_context = {**(extra_context or {}), "recall_order": {
+                "newest": newest, "relevance_url": f"?{relevance.urlencode()}", "newest_url": f"?{by_time.urlencode()}",
+                "replies": self.corpus is search.MESSAGES}}
+        return super().changelist_view(request, extra_context)
 
 
     def get_list_display(self, request):
@@ -259,7 +298,7 @@ class MessageAdmin(RecallSearch, BigTableAdmin, ReadOnlyAdmin):
 
     @admin.display(description="metadata")
     def metadata_block(self, obj):
-        return pre(json.dumps(obj.metadata, indent=2, ensure_ascii=False, sort_keys=True))
+        return json_html(obj.metadata)
 
     @admin.display(description="memory rows from this message")
     def memories_from_it(self, obj):
@@ -305,7 +344,7 @@ class MemoryAdmin(RecallSearch, BigTableAdmin):
     actions = ("archive_selected", "restore_selected", "approve_selected", "reject_selected")
     raw_id_fields = ("source",)
     fields = ("id", "agent_id", "owner_id", "scope_type", "scope_id", "category", "key", "value_block",
-              "confidence", "promote_target", "state", "rendered_detail", "provenance", "history", "created_at",
+              "confidence", "promote_target_label", "state", "rendered_detail", "provenance", "history", "created_at",
               "updated_at")
     readonly_fields = fields
     change_form_template = "admin/memory/memory/change_form.html"
@@ -342,8 +381,12 @@ class MemoryAdmin(RecallSearch, BigTableAdmin):
             return format_html('<strong class="fx-pending">waiting for approval</strong>: {}', proposed)
         if obj.archived_at is None:
             return "live"
-        return format_html("archived {} by {}: {}", obj.archived_at.strftime("%Y-%m-%d %H:%M"), obj.archived_by,
+        return format_html("archived {} by {}: {}", when(obj.archived_at), obj.archived_by,
                            obj.archive_reason or "no reason given")
+
+    @admin.display(description="promote target")
+    def promote_target_label(self, obj):
+        return human(obj.promote_target)
 
     @admin.display(description="prompt file")
     def rendered(self, obj):
@@ -388,7 +431,7 @@ class MemoryAdmin(RecallSearch, BigTableAdmin):
         events = list(memory_history(memory_id=obj.id))
         rows = format_html_join(
             "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            ((e.created_at.strftime("%Y-%m-%d %H:%M:%S"), e.action, actor_html(e),
+            ((when(e.created_at), e.action, actor_html(e),
               short(e.before_value or "", 120) if e.before_value is not None else "—",
               short(e.after_value or "", 120), e.reason or "") for e in events))
         return format_html(
@@ -691,7 +734,8 @@ class ConversationAdmin(BigTableAdmin, ReadOnlyAdmin):
         if state is None:
             return "never reviewed"
         return format_html("cursor at message #{}, last reviewed {}, status {}, failures {} {}",
-                           state.cursor_message_id, state.last_reviewed_at or "never", state.status or "—",
+                           state.cursor_message_id, when(state.last_reviewed_at) if state.last_reviewed_at else "never",
+                           status_html(state.status) if state.status else "—",
                            state.failure_count, state.last_error[:200])
 
 
@@ -700,8 +744,8 @@ class ConversationAdmin(BigTableAdmin, ReadOnlyAdmin):
 
 class ReviewOperationInline(admin.TabularInline):
     model = ReviewOperation
-    fields = ("index", "op", "status", "code", "action", "memory_link", "before", "after", "messages", "reason",
-              "notes_text")
+    fields = ("index", "op", "status_badge", "code_label", "action", "memory_link", "before", "after", "messages",
+              "reason", "notes_text")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -718,13 +762,21 @@ class ReviewOperationInline(admin.TabularInline):
             return "—"
         return link(reverse("admin:memory_memory_change", args=[obj.memory_id]), f"#{obj.memory_id}")
 
+    @admin.display(description="status")
+    def status_badge(self, obj):
+        return status_html(obj.status)
+
+    @admin.display(description="code")
+    def code_label(self, obj):
+        return human(obj.code) if obj.code else "—"
+
     @admin.display(description="messages")
     def messages(self, obj):
         return ", ".join(f"#{i}" for i in obj.message_ids) or "—"
 
     @admin.display(description="notes")
     def notes_text(self, obj):
-        return "; ".join(f"{n.get('code')}: {n.get('detail')}" for n in obj.notes if isinstance(n, dict)) or "—"
+        return "; ".join(f"{human(n.get('code'))}: {n.get('detail')}" for n in obj.notes if isinstance(n, dict)) or "—"
 
     @admin.display(description="before")
     def before(self, obj):
@@ -737,15 +789,23 @@ class ReviewOperationInline(admin.TabularInline):
 
 @admin.register(ReviewRun)
 class ReviewRunAdmin(BigTableAdmin, ReadOnlyAdmin):
-    list_display = ("id", "started_at", "conversation_key", "agent_id", "trigger", "status", "ops",
+    list_display = ("id", "started_at", "took", "conversation_key", "agent_id", "trigger", "status_badge", "ops",
                     "reason_excerpt")
-    list_filter = ("status", "trigger", ConversationAgentFilter)
+    list_filter = (("status", HumanChoicesFilter), "trigger", ConversationAgentFilter)
     search_fields = ("=conversation_key",)
     inlines = (ReviewOperationInline,)
-    fields = ("agent_id", "conversation_key", "owner_id", "trigger", "status", "reason", "ops", "input",
-              "model_call", "output_block", "started_at", "finished_at", "undone_at", "undone_by")
+    fields = ("agent_id", "conversation_key", "owner_id", "trigger", "status_badge", "reason", "ops", "input",
+              "model_call", "output_block", "started_at", "finished_at", "took", "undone_at", "undone_by")
     readonly_fields = fields
     change_form_template = "admin/memory/reviewrun/change_form.html"
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        return status_html(obj.status)
+
+    @admin.display(description="took")
+    def took(self, obj):
+        return duration(obj.started_at, obj.finished_at)
 
     @admin.display(description="added / replaced / archived / skipped")
     def ops(self, obj):
@@ -771,7 +831,7 @@ class ReviewRunAdmin(BigTableAdmin, ReadOnlyAdmin):
 
     @admin.display(description="model output")
     def output_block(self, obj):
-        return pre(obj.output) if obj.output else "—"
+        return model_output_html(obj.output) if obj.output else "—"
 
     def get_urls(self):
         return [
@@ -802,8 +862,12 @@ class ReviewRunAdmin(BigTableAdmin, ReadOnlyAdmin):
 
 @admin.register(ReviewState)
 class ReviewStateAdmin(ReadOnlyAdmin):
-    list_display = ("conversation_key", "agent_id", "cursor_message_id", "last_reviewed_at", "status",
+    list_display = ("conversation_key", "agent_id", "cursor_message_id", "last_reviewed_at", "status_badge",
                     "failure_count", "last_failure_at")
     list_filter = ("status",)
     search_fields = ("=conversation_key",)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        return status_html(obj.status) if obj.status else "—"
 

@@ -15,9 +15,17 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from fermix_site.admin_html import line_diff, markdown_html, side_by_side
-from fermix_site.admin_kit import BigTableAdmin, ReadOnlyAdmin, short
+from fermix_site.admin_kit import (
+    BigTableAdmin,
+    HumanChoicesFilter,
+    ReadOnlyAdmin,
+    human,
+    json_html,
+    short,
+    status_html,
+    when,
+)
 from resources.catalog import BOOTSTRAP_FILES, content_hash, display_name, rollback_caveat
-from resources.diff import revision_label
 from resources.errors import CheckpointRollback, ResourceError, UnknownResource, UnknownRevision
 from resources.forms import BootstrapEditForm
 from resources.models import MutationSource, Resource, ResourceRevision, ResourceType, SoulProposal
@@ -42,6 +50,13 @@ def revision_or_404(resource: Resource, number) -> ResourceRevision:
     if found is None:
         raise Http404(f"{resource} has no revision {number}")
     return found
+
+
+def revision_title(revision: ResourceRevision) -> str:
+    """A revision as the console names it: `SOUL.md r3 (2026-11-29 20:31, rollback)`."""
+    scope = "" if revision.scope_id == "global" else f" [{revision.scope_id}]"
+    return (f"{display_name(revision.resource_type)}{scope} r{revision.revision} ({when(revision.created_at)}, "
+            f"{human(revision.mutation_source)})")
 
 
 def _current(resource: Resource) -> ResourceRevision | None:
@@ -96,7 +111,7 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
             rows = rows.filter(revision__lt=int(before))
         page = list(rows[: HISTORY_PAGE + 1])
         older = page[HISTORY_PAGE - 1].revision if len(page) > HISTORY_PAGE else None
-        revisions = [(r, json.dumps(r.provenance, ensure_ascii=False, sort_keys=True)) for r in page[:HISTORY_PAGE]]
+        revisions = [(r, human(r.mutation_source), json_html(r.provenance)) for r in page[:HISTORY_PAGE]]
         context = self._context(request, resource, f"{display_name(resource.resource_type)} — {resource}",
                                 revisions=revisions, older=older)
         return TemplateResponse(request, "fermix/resource.html", context)
@@ -104,7 +119,8 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
     def revision_view(self, request, pk, number):
         resource = self._resource(request, pk)
         revision = revision_or_404(resource, number)
-        context = self._context(request, resource, revision_label(revision), revision=revision,
+        context = self._context(request, resource, revision_title(revision), revision=revision,
+                                source=human(revision.mutation_source),
                                 rendered=markdown_html(revision.content),
                                 provenance=json.dumps(revision.provenance, indent=2, ensure_ascii=False,
                                                       sort_keys=True))
@@ -120,7 +136,7 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
         lines = line_diff(a.content, b.content, context=min(context_lines, 1000))
         split = request.GET.get("view") == "split"
         context = self._context(request, resource, f"{display_name(resource.resource_type)}: r{a.revision} → "
-                                f"r{b.revision}", a=a, b=b, a_label=revision_label(a), b_label=revision_label(b),
+                                f"r{b.revision}", a=a, b=b, a_label=revision_title(a), b_label=revision_title(b),
                                 lines=lines, split=split, rows=side_by_side(lines) if split else None,
                                 numbers=list(_revisions(resource).order_by("-revision")
                                              .values_list("revision", flat=True)[:500]))
@@ -239,9 +255,9 @@ class ResourceAdmin(BigTableAdmin, ReadOnlyAdmin):
 
 @admin.register(ResourceRevision)
 class ResourceRevisionAdmin(BigTableAdmin, ReadOnlyAdmin):
-    list_display = ("id", "created_at", "resource", "revision", "parent_revision", "mutation_source", "byte_size",
+    list_display = ("id", "created_at", "resource", "revision", "parent_revision", "source", "byte_size",
                     "short_hash", "scope_id")
-    list_filter = ("resource_type", "mutation_source", "agent_id")
+    list_filter = ("resource_type", ("mutation_source", HumanChoicesFilter), "agent_id")
     search_fields = ("=scope_id", "=content_hash")
 
     def get_queryset(self, request):
@@ -250,6 +266,10 @@ class ResourceRevisionAdmin(BigTableAdmin, ReadOnlyAdmin):
     @admin.display(description="resource")
     def resource(self, obj):
         return display_name(obj.resource_type)
+
+    @admin.display(description="mutation source", ordering="mutation_source")
+    def source(self, obj):
+        return human(obj.mutation_source)
 
     @admin.display(description="hash")
     def short_hash(self, obj):
@@ -267,9 +287,14 @@ class ResourceRevisionAdmin(BigTableAdmin, ReadOnlyAdmin):
 
 @admin.register(SoulProposal)
 class SoulProposalAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "agent_id", "mode", "status", "requested_by", "rationale_excerpt", "expires_at")
-    list_filter = ("status", "mode")
+    list_display = ("created_at", "agent_id", "mode", "status_badge", "requested_by", "rationale_excerpt",
+                    "expires_at")
+    list_filter = (("status", HumanChoicesFilter), "mode")
     exclude = ("token",)  # a pending token confirms the change; it stays out of the console
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        return status_html(obj.status)
 
     @admin.display(description="rationale")
     def rationale_excerpt(self, obj):

@@ -44,8 +44,11 @@ SCREENSHOTS = [
     ("dashboard", lambda w: reverse("fermix-dashboard")),
     ("messages-search", lambda w: reverse("admin:memory_message_changelist") + "?q=lisbon+morning"),
     ("memories", lambda w: reverse("admin:memory_memory_changelist")),
+    ("memories-search", lambda w: reverse("admin:memory_memory_changelist") + "?q=lisbon+fado"),
+    ("review-runs", lambda w: reverse("admin:memory_reviewrun_changelist")),
     ("memory-row", lambda w: reverse("admin:memory_memory_change", args=[Memory.objects.get(key="home_city").id])),
     ("resource-history", lambda w: reverse("admin:resources_resource_change", args=[w.soul.pk])),
+    ("user-md-history", lambda w: reverse("admin:resources_resource_change", args=[w.user_md.pk])),
     ("diff", lambda w: reverse("admin:resources_resource_diff", args=[w.soul.pk]) + "?a=1&b=2"),
     ("rollback-preview", lambda w: reverse("admin:resources_resource_rollback",
                                            args=[Resource.objects.get(resource_type="user_md").pk, 1])),
@@ -60,6 +63,8 @@ SCREENSHOTS = [
     ("resource-edit-preview", lambda w: reverse("admin:resources_resource_edit", args=[w.soul.pk])),
     ("diff-side-by-side", lambda w: reverse("admin:resources_resource_diff", args=[w.soul.pk]) + "?a=1&b=2&view=split"),
 ]
+WIDTH = 1280  # the narrowest screen the console is laid out for (with the navigation sidebar open)
+WIDE = 1920, ("index", "messages-search", "memories", "review-runs", "resource-history")  # also taken this wide
 
 
 def _preview_an_edit(operator):
@@ -88,9 +93,12 @@ def _history_for_the_dashboard():
     for day in range(1, 29):
         for n in range(day % 4 + 1):
             status = statuses[(day + n) % len(statuses)]
+            started = now - timedelta(days=day, minutes=n * 7)
             ReviewRun.objects.create(agent_id="main", conversation_key="telegram:42:root", owner_id="default",
-                                     trigger="background", status=status, started_at=now - timedelta(days=day),
-                                     finished_at=now - timedelta(days=day))
+                                     trigger="background", status=status, started_at=started,
+                                     finished_at=started + timedelta(seconds=1.5 + 2.3 * ((day + n) % 5)),
+                                     reason="HTTP 502 from primary: upstream timed out after 60 s; retried with "
+                                            "a backoff" if status == "failed" else "")
     revisions = list(ResourceRevision.objects.order_by("id"))
     for i, revision in enumerate(revisions):
         ResourceRevision.objects.filter(pk=revision.pk).update(
@@ -111,13 +119,21 @@ def test_screenshots(operator, world):
                        ("realtime:kitchen", 20_000)):
         say("hello", conversation=chat)
         record_peak(agent_id="main", conversation=chat, peak_prompt_tokens=peak, context_window=128_000)
+    say("Do you know a good fado bar in Lisbon?")
+    say("Try the one in Alfama, near the flat.", role="assistant")
     _history_for_the_dashboard()
     Path(folder).mkdir(parents=True, exist_ok=True)
-    operator.driver.set_window_size(1366, 1000)
     for name, url in SCREENSHOTS:
-        operator.open(url(world))
-        if name in STEPS:
-            STEPS[name](operator)
-        height = operator.driver.execute_script("return document.body.scrollHeight")
-        operator.driver.set_window_size(1366, min(max(height + 40, 700), 2400))
-        operator.driver.save_screenshot(str(Path(folder) / f"{name}.png"))
+        _shoot(operator, url(world), Path(folder) / f"{name}.png", WIDTH, name)
+        if name in WIDE[1]:
+            _shoot(operator, url(world), Path(folder) / f"{name}-{WIDE[0]}.png", WIDE[0], name)
+
+
+def _shoot(operator, url, path, width, name=None):
+    operator.driver.set_window_size(width, 1000)
+    operator.open(url)
+    if name in STEPS:
+        STEPS[name](operator)
+    height = operator.driver.execute_script("return document.body.scrollHeight")
+    operator.driver.set_window_size(width, min(max(height + 40, 700), 2400))
+    operator.driver.save_screenshot(str(path))

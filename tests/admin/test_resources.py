@@ -16,7 +16,7 @@ def test_the_resource_page_lists_revisions_with_source_size_hash_parent_and_prov
     first, second = ResourceRevision.objects.filter(resource_type="soul_md").order_by("revision")
     assert "r1</a>" in html and "r2</a> (current)" in html
     assert first.content_hash[:12] in html and second.content_hash[:12] in html
-    assert f"{second.byte_size} B" in html and "manual_edit" in html
+    assert f"{second.byte_size} B" in html and "manual edit" in html
     assert "roll back to this…" in html
 
 
