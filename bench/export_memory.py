@@ -1,0 +1,99 @@
+"""Peak memory of `memory_export` and `memory_import` against the number of messages exported.
+
+    python -m bench.export_memory --messages 100000 300000      # one data set per size, each thrown away
+    python -m bench.export_memory --messages 1000000 --reuse /var/tmp/fermix-bench/full
+
+Each size gets the benchmark data set (`bench.dataset`), with every row moved to the agent `main` so one
+export holds all of it. The export (`memory_export --output`) and the import into a fresh, migrated
+FERMIX_HOME (`memory_import`) each run as their own process; its peak resident set is read from the
+kernel when it exits (`os.wait4`), beside the same for `manage.py check` (Python and Django loaded,
+no work done). Flat figures across sizes mean both commands stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.dataset import MAIN_AGENT, _drop_fts_triggers, prepare_dataset
+from bench.django_env import raw_connect
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(home: Path, *args: str) -> tuple[float, float]:
+    """(seconds, peak RSS in MiB) of `manage.py ARGS` with FERMIX_HOME=home."""
+    env = {**os.environ, "FERMIX_HOME": str(home), "DJANGO_SETTINGS_MODULE": "fermix_site.settings",
+           "FERMIX_LOG_LEVEL": "WARNING"}
+    env.pop("DATABASE_URL", None)
+    started = time.monotonic()
+    process = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.monotonic() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"manage.py {' '.join(args)} failed: {process.stderr.read().decode()[-2000:]}")
+    process.stderr.close()
+    return seconds, usage.ru_maxrss / 1024  # Linux reports kilobytes
+
+
+def one_agent(db: Path) -> None:
+    """Move every row to the agent `main` (the few memory rows whose key `main` already has stay put)."""
+    conn = raw_connect(db)
+    triggers = _drop_fts_triggers(conn)
+    conn.execute("BEGIN")
+    for table in ("messages", "conversations", "memories", "review_states"):
+        conn.execute(f"UPDATE OR IGNORE {table} SET agent_id = ?", (MAIN_AGENT,))
+    conn.execute("COMMIT")
+    for mirror in ("messages_fts", "memories_fts"):
+        conn.execute(f"INSERT INTO {mirror}({mirror}) VALUES ('rebuild')")
+    for sql in triggers:
+        conn.execute(sql)
+    conn.close()
+
+
+def measure(messages: int, reuse: str | None) -> dict:
+    data = prepare_dataset(messages=messages, memories=messages // 10, reuse=reuse)
+    home = Path(data.home)
+    one_agent(data.db)
+    name = f"bench-{messages}.jsonl"
+    baseline = run(home, "check")[1]
+    export_s, export_mb = run(home, "memory_export", "--agent", MAIN_AGENT, "--output", name)
+    path = home / "exports" / name
+    rows, size = sum(1 for _ in path.open("rb")) - 2, path.stat().st_size
+    target = Path(tempfile.mkdtemp(prefix="fermix-bench-import-"))
+    try:
+        run(target, "migrate", "--noinput", "-v0")
+        import_s, import_mb = run(target, "memory_import", str(path))
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+        path.unlink()
+        if not reuse:
+            shutil.rmtree(home, ignore_errors=True)
+    return {"messages": messages, "rows": rows, "mb": size / 2**20, "baseline": baseline,
+            "export_s": export_s, "export_mb": export_mb, "import_s": import_s, "import_mb": import_mb}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, nargs="+", default=[100_000, 300_000])
+    parser.add_argument("--reuse", help="keep (or reuse) the data set in this folder (one size only)")
+    args = parser.parse_args(argv)
+    if args.reuse and len(args.messages) > 1:
+        raise SystemExit("--reuse holds one data set: give one --messages size with it")
+    figures = [measure(n, args.reuse) for n in args.messages]
+    print("| messages | rows exported | file | `check` RSS | export: time, peak RSS | import: time, peak RSS |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for f in figures:
+        print(f"| {f['messages']:,} | {f['rows']:,} | {f['mb']:,.0f} MiB | {f['baseline']:.0f} MiB "
+              f"| {f['export_s']:.0f} s, {f['export_mb']:.0f} MiB | {f['import_s']:.0f} s, {f['import_mb']:.0f} MiB |")
+
+
+if __name__ == "__main__":
+    main()
