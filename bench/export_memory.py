@@ -59,7 +59,8 @@ def one_agent(db: Path) -> None:
 
 
 def measure(messages: int, reuse: str | None) -> dict:
-    data = prepare_dataset(messages=messages, memories=messages // 10, reuse=reuse)
+    data = prepare_dataset(messages=messages, memories=messages // 10, reuse=reuse,
+                           progress=lambda text: print(text, file=sys.stderr))
     home = Path(data.home)
     one_agent(data.db)
     name = f"bench-{messages}.jsonl"
@@ -80,19 +81,30 @@ def measure(messages: int, reuse: str | None) -> dict:
             "export_s": export_s, "export_mb": export_mb, "import_s": import_s, "import_mb": import_mb}
 
 
+def row(f: dict) -> str:
+    return (f"| {f['messages']:,} | {f['rows']:,} | {f['mb']:,.0f} MiB | {f['baseline']:.0f} MiB "
+            f"| {f['export_s']:.0f} s, {f['export_mb']:.0f} MiB | {f['import_s']:.0f} s, {f['import_mb']:.0f} MiB |")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, nargs="+", default=[100_000, 300_000])
     parser.add_argument("--reuse", help="keep (or reuse) the data set in this folder (one size only)")
+    parser.add_argument("--row", action="store_true", help=argparse.SUPPRESS)  # one size, its table row only
     args = parser.parse_args(argv)
     if args.reuse and len(args.messages) > 1:
         raise SystemExit("--reuse holds one data set: give one --messages size with it")
-    figures = [measure(n, args.reuse) for n in args.messages]
+    if args.row:
+        print(row(measure(args.messages[0], args.reuse)), flush=True)
+        return
     print("| messages | rows exported | file | `check` RSS | export: time, peak RSS | import: time, peak RSS |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for f in figures:
-        print(f"| {f['messages']:,} | {f['rows']:,} | {f['mb']:,.0f} MiB | {f['baseline']:.0f} MiB "
-              f"| {f['export_s']:.0f} s, {f['export_mb']:.0f} MiB | {f['import_s']:.0f} s, {f['import_mb']:.0f} MiB |")
+    print("|---:|---:|---:|---:|---:|---:|", flush=True)
+    for messages in args.messages:
+        # Django is set up once per process, on one FERMIX_HOME: each size gets a process of its own.
+        command = [sys.executable, "-m", "bench.export_memory", "--row", "--messages", str(messages)]
+        if args.reuse:
+            command += ["--reuse", args.reuse]
+        subprocess.run(command, cwd=ROOT, check=True)  # the data set's build progress goes to stderr
 
 
 if __name__ == "__main__":

@@ -249,11 +249,11 @@ def check_providers() -> Check:
     if not chain:
         return Check("providers", WARNING, "no model provider is configured: messages are stored, but nothing is "
                      "reviewed into memory and turns cannot answer; add a [fermix_core.providers.<name>] table to "
-                     "config.toml (docs/providers.md) and run doctor again", {"providers": []})
+                     f"{conf.config_path} (docs/providers.md) and run doctor again", {"providers": []})
     probes = [provider_probe(provider, timeout_s=PROBE_TIMEOUT_S) for provider in chain]
     details = {"providers": [asdict(probe) for probe in probes]}
     down = [p for p in probes if not p.reachable]
-    text = "; ".join(f"{p.provider} ({p.url}) {p.message}" if not p.reachable else f"{p.provider} ({p.url}) answers"
+    text = "; ".join(f"{p.provider} at {p.url} answers" if p.reachable else f"{p.provider} at {p.url}: {p.message}"
                      for p in probes)
     if len(down) == len(probes):
         return Check("providers", ERROR, f"no provider answers: {text}", details)

@@ -24,7 +24,7 @@ def test_no_provider_is_a_warning_that_says_so(home):
     check = check_providers()
     assert check.status == "warning"
     assert check.message.startswith("no model provider is configured")
-    assert "[fermix_core.providers.<name>]" in check.message
+    assert f"[fermix_core.providers.<name>] table to {home.home / 'config.toml'}" in check.message
     assert doctor_report()["status"] != "ok"
 
 
@@ -32,7 +32,7 @@ def test_a_working_provider_is_ok_and_asked_only_for_its_model_list(home, fake_p
     with use_config(provider_config_toml(fake_provider)):
         check = check_providers()
     assert check.status == "ok", check
-    assert check.message == f"primary ({fake_provider.base_url()}/models) answers"
+    assert check.message == f"primary at {fake_provider.base_url()}/models answers"
     assert [(r.method, r.path) for r in fake_provider.requests] == [("GET", "/v1/models")]
 
 
@@ -42,7 +42,7 @@ def test_a_provider_refusing_connections_is_an_error_naming_it_and_its_url(home,
         check = check_providers()
         report = doctor_report()
     assert check.status == "error"
-    assert check.message.startswith(f"no provider answers: primary ({closed}/models) ConnectError")
+    assert check.message.startswith(f"no provider answers: primary at {closed}/models: ConnectError")
     assert report["status"] == "error"
 
 
@@ -52,8 +52,8 @@ def test_a_down_primary_with_a_working_fallback_is_a_warning(home, fake_provider
     with use_config(provider_config_toml(fake_provider, base_url=closed, fallbacks=[fallback])):
         check = check_providers()
     assert check.status == "warning"
-    assert check.message.startswith("1 of 2 provider(s) do not answer: primary (")
-    assert f"fallback1 ({fake_provider.base_url()}/models) answers" in check.message
+    assert check.message.startswith(f"1 of 2 provider(s) do not answer: primary at {closed}/models: ConnectError")
+    assert check.message.endswith(f"; fallback1 at {fake_provider.base_url()}/models answers")
 
 
 def test_a_refused_key_is_an_error(home, fake_provider, monkeypatch):
@@ -112,4 +112,4 @@ def test_the_command_names_the_provider_that_refuses_connections(home):
     report = json.loads(result.stdout)
     providers = next(c for c in report["checks"] if c["name"] == "providers")
     assert result.returncode == 1 and "providers" in result.stderr
-    assert providers["status"] == "error" and f"primary ({closed}/models)" in providers["message"]
+    assert providers["status"] == "error" and f"primary at {closed}/models: ConnectError" in providers["message"]
