@@ -5,9 +5,9 @@
 
 Each size gets the benchmark data set (`bench.dataset`), with every row moved to the agent `main` so one
 export holds all of it. The export (`memory_export --output`) and the import into a fresh, migrated
-FERMIX_HOME (`memory_import`) each run as their own process; its peak resident set is read from the
-kernel when it exits (`os.wait4`), beside the same for `manage.py check` (Python and Django loaded,
-no work done). Flat figures across sizes mean both commands stream.
+FERMIX_HOME (`memory_import`) each run as their own process, whose peak resident set (VmHWM) is read
+while it runs, beside the same for `manage.py check` (Python and Django loaded, no work done). Flat
+figures across sizes mean both commands stream.
 """
 
 from __future__ import annotations
@@ -35,12 +35,28 @@ def run(home: Path, *args: str) -> tuple[float, float]:
     started = time.monotonic()
     process = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, _high_water_kb(process.pid))
+        time.sleep(0.05)
     seconds = time.monotonic() - started
-    if os.waitstatus_to_exitcode(status) != 0:
+    if process.returncode != 0:
         raise SystemExit(f"manage.py {' '.join(args)} failed: {process.stderr.read().decode()[-2000:]}")
     process.stderr.close()
-    return seconds, usage.ru_maxrss / 1024  # Linux reports kilobytes
+    return seconds, peak / 1024
+
+
+def _high_water_kb(pid: int) -> int:
+    """The process's peak resident set so far (VmHWM). Not getrusage: a child's ru_maxrss also counts
+    the parent's pages it was forked with, and this process holds a whole data set's build."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
 
 
 def one_agent(db: Path) -> None:

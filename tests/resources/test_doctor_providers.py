@@ -113,3 +113,13 @@ def test_the_command_names_the_provider_that_refuses_connections(home):
     providers = next(c for c in report["checks"] if c["name"] == "providers")
     assert result.returncode == 1 and "providers" in result.stderr
     assert providers["status"] == "error" and f"primary at {closed}/models: ConnectError" in providers["message"]
+
+
+def test_an_anthropic_provider_is_asked_with_its_own_headers(home, fake_provider, monkeypatch):
+    monkeypatch.setenv("FAKE_ANTHROPIC_KEY", "sk-ant-test")
+    with use_config(provider_config_toml(fake_provider, kind="anthropic", model="claude-test",
+                                         api_key_env="FAKE_ANTHROPIC_KEY")):
+        check = check_providers()
+    assert check.status == "ok" and check.message == f"primary at {fake_provider.url}/v1/models answers"
+    headers = fake_provider.requests[0].headers
+    assert headers["x-api-key"] == "sk-ant-test" and headers["anthropic-version"] == "2023-06-01"
