@@ -103,6 +103,8 @@ def _querysets(agent_id: str | None, owner_id: str | None) -> list:
     calls = ModelCall.objects.filter(call_id__in=runs.exclude(model_call_id="").values("model_call_id"))
     if owner_id is None:
         calls = calls | ModelCall.objects.filter(**scope)
+    else:  # the calls made for the owner's conversations: turns, compactions, reviews
+        calls = calls | ModelCall.objects.filter(agent_id__in=agents, conversation_key__in=checkpoint_scopes)
     return [sources, conversations, messages, runs, memories, events, operations, states, resources, revisions,
             calls]
 

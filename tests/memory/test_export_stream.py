@@ -101,3 +101,16 @@ def test_a_file_that_is_not_an_export_is_refused(home, tmp_path):
     path.write_text("hello\n")
     with pytest.raises(CommandError, match="not a Fermix export"):
         call_command("memory_import", str(path))
+
+
+def test_an_owner_export_carries_the_model_calls_of_their_conversations_only(home):
+    populate()
+    for key, agent in (("telegram:1:root", "main"), ("slack:9:root", "main"), ("telegram:1:root", "other")):
+        ModelCall.objects.create(call_id=f"{agent}-{key}", agent_id=agent, agent_tag="turn", conversation_key=key,
+                                 provider="primary", kind="openai", model="m", outcome="ok")
+    calls = [o["fields"]["call_id"] for o in portability.memory_export(owner_id="bo")["objects"]
+             if o["model"] == "providers.modelcall"]
+    assert calls == ["main-slack:9:root"]
+    calls = [o["fields"]["call_id"] for o in portability.memory_export(agent_id="main")["objects"]
+             if o["model"] == "providers.modelcall"]
+    assert calls == ["main-telegram:1:root", "main-slack:9:root"]
