@@ -7,6 +7,7 @@ admin shows the same list.
 
 from __future__ import annotations
 
+import datetime
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from django.db import DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
 from fermix_site import conf as conf_module
 from fermix_site import health
@@ -22,13 +24,18 @@ from fermix_site.queries import database_answers
 from fermix_site.storage import SQLITE_SYNCHRONOUS, SYNCHRONOUS_LEVELS, storage_state
 from memory import checks as memory_checks
 from memory import vectors
+from memory.models import ReviewRun
 from memory.search import ann
+from providers.models import ModelCall
+from providers.probe import provider_probe
 from resources.bootstrap import BOOTSTRAP_TYPES, TEMPLATE_DIR, bootstrap_template_check
 from resources.catalog import FILE_NAMES, content_hash
 from resources.files import read_bytes, resource_file_path
 from resources.models import Resource, ResourceRevision
 
 OK, WARNING, ERROR = "ok", "warning", "error"
+PROBE_TIMEOUT_S = 3.0
+RECENT = datetime.timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -236,13 +243,73 @@ def check_embeddings() -> Check:
     return Check("embeddings", OK, text + (f"; {len(indexed)} vector index(es)" if indexed else ""), details)
 
 
+def check_providers() -> Check:
+    """The provider chain: configured at all, and each provider answering a cheap request in a few seconds."""
+    chain = conf.provider_chain
+    if not chain:
+        return Check("providers", WARNING, "no model provider is configured: messages are stored, but nothing is "
+                     "reviewed into memory and turns cannot answer; add a [fermix_core.providers.<name>] table to "
+                     f"{conf.config_path} (docs/providers.md) and run doctor again", {"providers": []})
+    probes = [provider_probe(provider, timeout_s=PROBE_TIMEOUT_S) for provider in chain]
+    details = {"providers": [asdict(probe) for probe in probes]}
+    down = [p for p in probes if not p.reachable]
+    text = "; ".join(f"{p.provider} at {p.url} answers" if p.reachable else f"{p.provider} at {p.url}: {p.message}"
+                     for p in probes)
+    if len(down) == len(probes):
+        return Check("providers", ERROR, f"no provider answers: {text}", details)
+    if down:
+        return Check("providers", WARNING, f"{len(down)} of {len(probes)} provider(s) do not answer: {text}", details)
+    return Check("providers", OK, text, details)
+
+
+def check_last_model_call() -> Check:
+    """How the most recent model call (every attempt of one chat()) ended."""
+    last = ModelCall.objects.order_by("-created_at", "-pk").first()
+    if last is None:
+        return Check("last_model_call", OK, "no model call yet")
+    attempts = list(ModelCall.objects.filter(call_id=last.call_id).order_by("attempt"))
+    answered = next((a for a in attempts if a.outcome == ModelCall.Outcome.OK), None)
+    when = f"{last.created_at:%Y-%m-%d %H:%M:%S} UTC"
+    details = {"call_id": last.call_id, "agent_tag": last.agent_tag, "at": last.created_at.isoformat(),
+               "attempts": [{"provider": a.provider, "outcome": a.outcome, "http_status": a.http_status,
+                             "error": a.error} for a in attempts]}
+    if answered:
+        fell = [a.provider for a in attempts
+                if a.outcome == ModelCall.Outcome.FALLBACK and a.provider != answered.provider]
+        note = f" after {', '.join(fell)} failed" if fell else ""
+        return Check("last_model_call", OK, f"the last model call ({last.agent_tag}, {when}) was answered by "
+                     f"{answered.provider}/{answered.model} in {answered.latency_ms:,} ms{note}", details)
+    failed = attempts[-1]
+    if failed.outcome == ModelCall.Outcome.FALLBACK:
+        return Check("last_model_call", OK, f"the last model call ({last.agent_tag}, {when}) is still trying its "
+                     f"providers: {failed.provider} failed: {failed.error[:300]}", details)
+    return Check("last_model_call", WARNING, f"the last model call ({last.agent_tag}, {when}) failed: "
+                 f"{failed.error[:500]}", details)
+
+
+def check_reviews() -> Check:
+    """Reviews that failed in the last 24 hours: their conversations wait, memory learns nothing from them."""
+    since = timezone.now() - RECENT
+    recent = ReviewRun.objects.filter(started_at__gte=since)
+    failed = recent.filter(status=ReviewRun.Status.FAILED)
+    count = failed.count()
+    if not count:
+        return Check("reviews", OK, f"no review failed in the last 24 hours ({recent.count():,} ran)")
+    last = failed.order_by("-started_at", "-pk").first()
+    return Check("reviews", WARNING, f"{count:,} review(s) failed in the last 24 hours; the last, of "
+                 f"{last.conversation_key} at {last.started_at:%Y-%m-%d %H:%M:%S} UTC: {last.reason[:300]} "
+                 "(they are tried again; `python manage.py memory_review --now` runs them at once)",
+                 {"failed": count, "last_run_id": last.pk})
+
+
 CHECKS = (check_migrations, check_fts, check_wal, check_durability, check_revision_hashes, check_prompt_files,
-          check_bootstrap_templates, check_worker, check_embeddings)
+          check_bootstrap_templates, check_worker, check_embeddings, check_last_model_call,
+          check_reviews)
 
 
 def doctor_run() -> list[Check]:
     """Run every check; database checks are skipped (one error) when the database cannot be reached."""
-    results = [check_config(), check_home_writable(), check_storage()]
+    results = [check_config(), check_home_writable(), check_storage(), check_providers()]
     unreachable = _database()
     if unreachable:
         return [*results, unreachable]

@@ -229,14 +229,20 @@ SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
+LOG_LEVEL = os.environ.get("FERMIX_LOG_LEVEL", "INFO").upper()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("FERMIX_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
-        "django_q": {"level": os.environ.get("FERMIX_Q_LOG_LEVEL", "WARNING")},
+        # django-q2 logs as "django-q": a line per queued and per finished task (the heartbeat's, each
+        # minute) would bury everything else.
+        "django-q": {"level": os.environ.get("FERMIX_Q_LOG_LEVEL", "WARNING").upper()},
+        # Django logs every 4xx answer as a warning; a wrong key or an unknown id is the caller's mistake,
+        # answered in JSON, and not the operator's business unless they ask (FERMIX_LOG_LEVEL=DEBUG).
+        "django.request": {"level": "DEBUG" if LOG_LEVEL == "DEBUG" else "ERROR"},
         "httpx": {"level": "WARNING"},  # a line per model request is noise; calls are traced in model_calls
     },
 }

@@ -4,6 +4,7 @@ from django.urls import include, path
 from fermix_site import views
 
 urlpatterns = [
+    path("", views.landing, name="landing"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/fermix/", include("console.urls")),
     path("admin/", admin.site.urls),

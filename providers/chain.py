@@ -114,15 +114,25 @@ def _ask(client: httpx.Client, provider: ProviderConf, request: ChatRequest, tim
 
 
 def _attempt(client: httpx.Client, provider: ProviderConf, request: ChatRequest, timeout_s: float) -> ChatResult:
-    if provider.api_key_env and not provider.api_key:
-        # Only this provider is unusable, so the chain may still answer through the next one.
-        raise ProviderError(f"environment variable {provider.api_key_env} (api_key_env) is not set",
-                            transient=True)
     adapter = ADAPTERS[provider.kind]
     url, headers, body = adapter.build(provider, request)
-    data = post_json(client, url, headers=headers, body=body, timeout_s=timeout_s)
+    try:
+        if provider.api_key_env and not provider.api_key:
+            # Only this provider is unusable, so the chain may still answer through the next one.
+            raise ProviderError(f"environment variable {provider.api_key_env} (api_key_env) is not set",
+                                transient=True)
+        data = post_json(client, url, headers=headers, body=body, timeout_s=timeout_s)
+    except ProviderError as exc:
+        raise named(exc, provider.name, url) from exc.__cause__
     return ChatResult(**adapter.parse(data), provider=provider.name, model=provider.model,
                       context_window=provider.context_window, raw=data)
+
+
+def named(exc: ProviderError, provider_name: str, url: str) -> ProviderError:
+    """The same error, its message saying which provider and URL it came from (what an operator fixes)."""
+    exc.args = (f"provider {provider_name} ({url}): {exc}",)
+    exc.provider = provider_name
+    return exc
 
 
 def _refuses_reasoning(exc: ProviderError, request: ChatRequest) -> bool:
@@ -133,7 +143,7 @@ def _refuses_reasoning(exc: ProviderError, request: ChatRequest) -> bool:
 def _exhausted(failures: list[ProviderError]) -> ProviderError:
     if len(failures) == 1:
         return failures[0]
-    summary = "; ".join(f"{failure.provider}: {failure}" for failure in failures)
+    summary = "; ".join(str(failure) for failure in failures)
     error = ProviderError(f"all {len(failures)} providers failed: {summary}", transient=True,
                           status=failures[-1].status, provider=failures[-1].provider)
     error.failures = failures

@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from fermix_site.conf import conf
@@ -50,15 +51,18 @@ def decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace the file in one step: a temp file in the same folder, fsync, then rename over it."""
+def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Replace the file in one step: a temp file in the same folder, fsync, then rename over it.
+
+    `data` may be an iterable of chunks, written as they come (a large export never sits in memory)."""
     target = _inside_home(path)  # before mkdir: a symlinked folder must not lead the write elsewhere
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     mode = target.stat().st_mode & 0o777 if target.exists() else 0o600
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for chunk in [data] if isinstance(data, bytes) else data:
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)

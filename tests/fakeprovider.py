@@ -95,6 +95,9 @@ class FakeProvider:
     def __init__(self):
         self.requests: list[Request] = []
         self.responder: Callable[[Request], Reply] = lambda request: Reply()
+        # What `GET /v1/models` (the listing doctor asks for) answers: a status and a JSON body.
+        self.models_answer: tuple[int, dict] = (200, {"object": "list", "data": [
+            {"id": name, "object": "model"} for name in ("primary-model", "fallback-model", "claude-test")]})
         self._queues: dict[str | None, list[Reply]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -165,6 +168,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):  # keep test output clean
         pass
+
+    def do_GET(self):
+        request = Request("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, b"", None)
+        with self.fake._lock:
+            self.fake.requests.append(request)
+        if self.path.rstrip("/").endswith("/models"):
+            self._send_json(*self.fake.models_answer)
+        else:
+            self._send_json(404, {"error": {"message": f"no such path {self.path}", "type": "not_found"}})
 
     def do_POST(self):
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))

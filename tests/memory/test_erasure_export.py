@@ -138,11 +138,22 @@ def test_export_command_writes_only_under_fermix_home(home, capsys):
     populate()
     call_command("memory_export", "--agent", "main", "--output", "main.json")
     path = conf.home / "exports" / "main.json"
-    assert json.loads(path.read_text())["selection"] == {"agent_id": "main", "owner_id": None}
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[0])["selection"] == {"agent_id": "main", "owner_id": None}
+    assert json.loads(lines[-1]) == {"rows": len(lines) - 2}
     with pytest.raises(CommandError, match="no folders"):
         call_command("memory_export", "--agent", "main", "--output", "../../etc/x.json")
-    with pytest.raises(CommandError, match="name an agent"):
-        call_command("memory_export")
+    with pytest.raises(CommandError, match="agent id '../x' is invalid"):
+        call_command("memory_export", "--agent", "../x")
+
+
+def test_export_defaults_to_the_configured_agent(home, capsys):
+    populate()
+    call_command("memory_export")
+    lines = capsys.readouterr().out.splitlines()
+    assert json.loads(lines[0])["selection"] == {"agent_id": conf.memory.agent_id, "owner_id": None}
+    call_command("memory_export", "--owner", "bo")
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["selection"] == {"agent_id": None, "owner_id": "bo"}
 
 
 def test_a_redacted_revision_cannot_be_rolled_back_to(home):

@@ -11,9 +11,19 @@ from django.utils import timezone
 
 from memory import fts
 from memory.conversations import message_append
-from memory.models import Conversation, Memory, MemoryEvent, MemorySource, Message, ReviewRun, ReviewState
+from memory.models import (
+    Conversation,
+    Memory,
+    MemoryEvent,
+    MemorySource,
+    Message,
+    ReviewOperation,
+    ReviewRun,
+    ReviewState,
+)
 from memory.portability import memory_export, memory_import
 from memory.reviewer import review_conversation
+from providers.models import ModelCall
 from resources.models import Resource, ResourceRevision
 from tests.fakeprovider import Reply, provider_config_toml, use_config
 
@@ -47,12 +57,18 @@ def test_an_export_carries_the_runs_its_rows_point_at(model):
     exported = memory_export(agent_id="main")
     runs = [o for o in exported["objects"] if o["model"] == "memory.reviewrun"]
     assert [o["pk"] for o in runs] == [row.run_id]
-    for model_class in (MemoryEvent, Memory, ReviewRun, MemorySource, ReviewState, Message, Conversation,
-                        ResourceRevision, Resource):
+    call_id = ReviewRun.objects.get().model_call_id
+    assert [o["fields"]["call_id"] for o in exported["objects"] if o["model"] == "providers.modelcall"] == [call_id]
+    for model_class in (MemoryEvent, Memory, ReviewOperation, ReviewRun, MemorySource, ReviewState, Message,
+                        Conversation, ResourceRevision, Resource, ModelCall):
         model_class.objects.all().delete()
     report = memory_import(exported)
-    assert report["imported"]["memory.reviewrun"] == 1
+    assert report["imported"]["memory.reviewrun"] == 1 and report["imported"]["memory.reviewoperation"] == 1
     assert Memory.objects.get(key="home_city").run_id == row.run_id
+    # The provenance chain survives: row → run → its operation and the model call it made.
+    run = ReviewRun.objects.get(pk=row.run_id)
+    assert list(run.operations.values_list("memory_id", flat=True)) == [row.id]
+    assert ModelCall.objects.get(call_id=run.model_call_id).agent_tag == "memory_reviewer"
 
 
 def test_a_version_1_export_without_runs_still_imports(home):

@@ -6,9 +6,10 @@ from console.doctor import ERROR, doctor_report
 
 
 class Command(BaseCommand):
-    help = ("Check the installation: configuration, FERMIX_HOME and its free space, database schema, FTS triggers, "
-            "WAL and durability, revision hashes, bootstrap template drift and the django-q2 cluster. Exits 1 "
-            "when a check fails.")
+    help = ("Check the installation: configuration, FERMIX_HOME and its free space, the model providers (each asked "
+            "for its model list, 3 s at most), database schema, FTS triggers, WAL and durability, revision hashes, "
+            "prompt files, bootstrap template drift, the django-q2 cluster, embeddings coverage, the last model "
+            "call and the reviews that failed in the last 24 hours. Exits 1 when a check fails.")
     requires_system_checks = []  # doctor reports problems itself instead of refusing to start
 
     def add_arguments(self, parser):

@@ -18,6 +18,26 @@ from fermix_site.serving import DEFAULT_THREADS, GRACEFUL_S, gunicorn_command
 from fermix_site.settings import BASE_DIR, RUN_DIR
 
 
+def print_next_steps(out, base: str) -> None:
+    """The first run's next steps; later runs repeat only the provider step, while none is configured."""
+    shown = conf.home / ".next-steps-shown"
+    first_run = not shown.exists()
+    steps = []
+    if not conf.provider_chain:
+        steps.append("Configure a model provider (nothing is reviewed into memory without one): add a "
+                     f"[fermix_core.providers.<name>] table to {conf.config_path} (docs/providers.md); the "
+                     "file is re-read while serving.")
+    if first_run:
+        steps += ["Create an API key for a bot: python manage.py apikey_create --name my-bot --role channel",
+                  "Check the installation and the provider: python manage.py doctor",
+                  "A first review: once a bot has posted messages (docs/api.md), python manage.py memory_review "
+                  "--now shows what the model saved",
+                  f"Docs: {base}/api/v1/docs (the API), docs/operations.md (commands), docs/providers.md."]
+        shown.touch()
+    if steps:
+        out.write("Next steps:\n" + "\n".join(f"  {n}. {step}" for n, step in enumerate(steps, start=1)))
+
+
 class Command(BaseCommand):
     help = "Serve the web app and the django-q2 cluster together; Ctrl-C stops both."
 
@@ -43,6 +63,7 @@ class Command(BaseCommand):
         env = {**os.environ, "TMPDIR": str(run), "SQLITE_TMPDIR": str(run)}
         children = [subprocess.Popen(cmd, cwd=BASE_DIR, env=env) for cmd in (web, cluster)]
         self.stdout.write(f"Fermix is serving http://{address}/ (admin at /admin/); Ctrl-C stops it.")
+        print_next_steps(self.stdout, f"http://{address}")
         self.stdout.flush()
         stopping = False
 

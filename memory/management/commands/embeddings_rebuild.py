@@ -1,14 +1,12 @@
-import sys
 import time
 
 from django.core.management.base import BaseCommand, CommandError
 
 from fermix_site import leases
 from fermix_site.conf import valid_id
+from fermix_site.progress import Progress
 from memory import embeddings
 from memory.vectors import LEASE, LEASE_TTL, embed_pending, hold_embedding_lease, pending_counts, prune_other_models
-
-BAR = 30
 
 
 class Command(BaseCommand):
@@ -20,6 +18,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--agent", metavar="ID", help="only this agent's messages and memory rows")
         parser.add_argument("--batch", type=int, default=64, metavar="N", help="texts per model run (default 64)")
+        parser.add_argument("--every", type=int, default=10_000, metavar="N",
+                            help="off a terminal, a progress line every N texts (default 10000)")
         parser.add_argument("--keep-other-models", action="store_true",
                             help="keep the vectors of earlier models")
 
@@ -35,16 +35,10 @@ class Command(BaseCommand):
         messages, memories = pending_counts(model.model_id, agent_id)
         total = messages + memories
         self.stdout.write(f"{model.model_id}: {messages:,} message(s) and {memories:,} memory row(s) to embed")
-        tty = sys.stdout.isatty()
+        bar = Progress(self.stdout, total, every=options["every"], label="embedded")
 
         def show(done):
-            count = done.messages + done.memories
-            filled = BAR * min(count, total) // max(total, 1)
-            line = f"[{'#' * filled}{'.' * (BAR - filled)}] {count:,}/{total:,}"
-            if tty:
-                self.stdout.write("\r" + line, ending="")
-            elif done.batches % 20 == 0:
-                self.stdout.write(line)
+            bar.update(done.messages + done.memories)
 
         waited = []
 
@@ -62,8 +56,7 @@ class Command(BaseCommand):
             raise CommandError(f"stopped: {exc} (run the command again to go on from here)") from None
         finally:
             leases.release(LEASE, token)
-        if tty:
-            self.stdout.write("")
+        bar.finish()
         self.stdout.write(f"embedded {done.messages:,} message(s) and {done.memories:,} memory row(s)")
         if agent_id is None and not options["keep_other_models"] and pending_counts(model.model_id) == (0, 0):
             removed = prune_other_models(model.model_id)

@@ -34,18 +34,19 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         except ReviewBusy as exc:
             raise CommandError(f"{exc}; try again when it finishes") from None
+        failed = sum(1 for r in report["results"] if r["status"] == "failed")
         if options["json"]:
             self.stdout.write(json.dumps(report))
-            return
-        if not report["results"]:
+        elif not report["results"]:
             self.stdout.write("No conversation has new messages to review.")
-            return
-        totals = {s: sum(1 for r in report["results"] if r["status"] == s)
-                  for s in ("ok", "nothing_to_save", "skipped", "failed")}
-        self.stdout.write(f"Reviewed {report['total']} conversation(s): "
-                          + ", ".join(f"{n} {s}" for s, n in totals.items() if n))
-        if totals["failed"]:
-            raise CommandError(f"{totals['failed']} review(s) failed; see the reasons above")
+        else:
+            totals = {s: sum(1 for r in report["results"] if r["status"] == s)
+                      for s in ("ok", "nothing_to_save", "skipped", "failed")}
+            self.stdout.write(f"Reviewed {report['total']} conversation(s): "
+                              + ", ".join(f"{n} {s}" for s, n in totals.items() if n))
+        if failed:
+            where = "in the JSON above" if options["json"] else "above"
+            raise CommandError(f"{failed} review(s) failed; see the reasons {where}")
 
     def _progress(self, index, total, result):
         ops = (f"+{result['ops_added']} ~{result['ops_replaced']} -{result['ops_archived']} "

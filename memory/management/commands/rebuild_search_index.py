@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand
 from django.db import connection, transaction
 
+from fermix_site.progress import Progress
 from memory import fts
 
 
@@ -21,9 +22,11 @@ class Command(BaseCommand):
             self.stdout.write("optimized: " + ", ".join(f"{name} ({n} segment{'s' * (n != 1)})"
                                                         for name, n in after.items()))
             return
+        bar = Progress(self.stdout, len(fts.MIRRORS), unit="mirror", every=1, label="rebuilt")
         with transaction.atomic():
             repaired = fts.repair(connection)
-            rebuilt = fts.rebuild(connection)
+            rebuilt = fts.rebuild(connection, progress=bar.update)
+        bar.finish()
         if repaired:
             self.stdout.write(f"re-created: {', '.join(repaired)}")
         self.stdout.write(f"rebuilt: {', '.join(rebuilt)}")

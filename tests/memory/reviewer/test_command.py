@@ -55,3 +55,17 @@ def test_review_command_errors(model):
     model.push(error(400, "bad request"))
     with pytest.raises(CommandError, match="1 review\\(s\\) failed"):
         call_command("memory_review", "--now")
+
+
+def test_a_failed_review_fails_the_command_with_json_too(model, capsys):
+    from django.core.management import CommandError
+
+    say("I like tea")
+    say("I like chess", conversation="slack:2")
+    model.push(error(400, "bad request"))
+    model.responder = lambda request: Reply(text="Nothing to save.")
+    with pytest.raises(CommandError, match="1 review\\(s\\) failed; see the reasons in the JSON above"):
+        call_command("memory_review", "--now", "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert sorted(r["status"] for r in report["results"]) == ["failed", "nothing_to_save"]
+    assert "provider primary (" in next(r["reason"] for r in report["results"] if r["status"] == "failed")
