@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
-from gunicorn import util
+from gunicorn import glogging, util
 from gunicorn.http import errors as http_errors
 from gunicorn.util import write_nonblock
 from gunicorn.workers import gthread
@@ -77,7 +77,19 @@ def gunicorn_command(*, address: str, workers: int, threads: int, run_dir: Path,
             "--worker-class", "fermix_site.serving.ThreadWorker", "--workers", str(workers), "--threads", str(threads),
             "--timeout", str(turn_ms // 1000 + WORKER_TIMEOUT_MARGIN_S), "--graceful-timeout", str(GRACEFUL_S),
             "--keep-alive", str(SILENCE_S), "--control-socket", str(run_dir / "gunicorn.ctl"),
-            "--worker-tmp-dir", str(run_dir), "--access-logfile", "-"]
+            "--worker-tmp-dir", str(run_dir), "--access-logfile", "-",
+            "--logger-class", "fermix_site.serving.AccessLog"]
+
+
+class AccessLog(glogging.Logger):
+    """gunicorn's access log without the answers a client is expected to meet (4xx: a missing key, a
+    refused write, an unknown page), unless FERMIX_LOG_LEVEL is DEBUG; 2xx, 3xx and 5xx stay."""
+
+    def access(self, resp, req, environ, request_time):
+        status = getattr(resp, "status_code", None)
+        if status is not None and 400 <= int(status) < 500 and os.environ.get("FERMIX_LOG_LEVEL", "INFO") != "DEBUG":
+            return
+        super().access(resp, req, environ, request_time)
 
 
 class RequestTimeout(Exception):

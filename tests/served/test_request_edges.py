@@ -108,3 +108,14 @@ def test_integers_are_json_integers(server):
         as_text = client.post(commit, json={"peak_prompt_tokens": "120"})
     assert as_float.status_code == 200
     assert [r.status_code for r in (as_bool, as_text)] == [422, 422]
+
+
+def test_the_access_log_leaves_out_expected_4xx_and_keeps_the_rest(server):
+    marker = "access-log-probe"  # the access log's line names the client's User-Agent
+    with server.client() as anonymous:
+        anonymous.headers["User-Agent"] = marker
+        assert anonymous.get("/api/v1/agents/main/memories").status_code == 401
+        assert anonymous.get("/no-such-page").status_code == 404
+        assert anonymous.get("/healthz").status_code == 200
+    lines = [line for line in server.log_text().splitlines() if marker in line]
+    assert len(lines) == 1 and "GET /healthz" in lines[0] and '" 200 ' in lines[0]
