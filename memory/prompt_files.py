@@ -272,10 +272,11 @@ def prompt_files_rebuild(
 ) -> dict[str, Rendered]:
     """Render USER.md and MEMORY.md and write each whose content changed, as a revision."""
     results = {}
+    current = resource_current_hashes(agent_id=agent_id, types=list(FILES))  # neither write changes the other
     for resource_type in FILES:
         rendered = render_for_agent(agent_id, resource_type)
         results[resource_type] = rendered
-        if _already_written(agent_id, resource_type, rendered.content):
+        if _already_written(agent_id, resource_type, rendered.content, current.get(resource_type)):
             continue
         # Counted only for a write: the rows over the caps are a second statement over full sections.
         if rendered.over_cap or rendered.over_budget:
@@ -329,12 +330,11 @@ def prompt_files_rebuild_after_commit(
         return Rebuild(error=f"{type(exc).__name__}: {exc}")
 
 
-def _already_written(agent_id: str, resource_type: str, content: str) -> bool:
+def _already_written(agent_id: str, resource_type: str, content: str, current: tuple[int, str] | None) -> bool:
     """True when the file on disk and its current revision both hold `content`: there is nothing to
     write and no hand edit to record, so the write lock is not taken. Most rebuilds change one file of
     the two. Checked without the lock: a write landing meanwhile is as if it came just after us."""
     data = content.encode("utf-8")
     if files.read_bytes(files.resource_file_path(agent_id=agent_id, resource_type=resource_type)) != data:
         return False
-    current = resource_current_hashes(agent_id=agent_id, types=[resource_type]).get(resource_type)
     return current is not None and current[1] == content_hash(content)

@@ -51,10 +51,12 @@ def decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
+def write_atomic(path: Path, data: bytes | Iterable[bytes], *, durable: bool = True) -> None:
     """Replace the file in one step: a temp file in the same folder, fsync, then rename over it.
 
-    `data` may be an iterable of chunks, written as they come (a large export never sits in memory)."""
+    `data` may be an iterable of chunks, written as they come (a large export never sits in memory).
+    `durable=False` skips the fsyncs, for a file whose loss or truncation in a crash is harmless (it
+    is still never seen half-written)."""
     target = _inside_home(path)  # before mkdir: a symlinked folder must not lead the write elsewhere
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     mode = target.stat().st_mode & 0o777 if target.exists() else 0o600
@@ -64,14 +66,16 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
             for chunk in [data] if isinstance(data, bytes) else data:
                 fh.write(chunk)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(target.parent)
+    if durable:
+        _fsync_dir(target.parent)
 
 
 def _fsync_dir(folder: Path) -> None:

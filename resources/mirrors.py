@@ -83,7 +83,10 @@ def _set_record(agent_id: str, resource_type: str, digest: str | None) -> None:
         known.pop(resource_type, None)
     else:
         known[resource_type] = digest
-    files.write_atomic(_record_path(agent_id), json.dumps(known, sort_keys=True, indent=1).encode("utf-8"))
+    # Not synced: a record lost or cut short in a crash reads as none, and a node with no record still
+    # tells a stale mirror by the revisions (see the module's doc).
+    files.write_atomic(_record_path(agent_id), json.dumps(known, sort_keys=True, indent=1).encode("utf-8"),
+                       durable=False)
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
