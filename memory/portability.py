@@ -36,9 +36,8 @@ from memory.models import (
     ReviewState,
 )
 from providers.models import ModelCall
-from resources import files
-from resources.catalog import is_file_backed
 from resources.models import Resource, ResourceRevision
+from resources.services import resource_sync_files
 
 FORMAT, VERSION = "fermix-export", 3
 # 1: a row named its review run as text in `run_id`, and the runs were not exported; 1 and 2 are one JSON
@@ -296,13 +295,6 @@ def _insert(model, batch: list[dict]) -> None:
 
 
 def _write_missing_files(agents) -> None:
-    """Put each file-backed resource's current revision on disk where no file is yet."""
-    for resource in Resource.objects.filter(agent_id__in=agents):
-        if not is_file_backed(resource.resource_type):
-            continue
-        path = files.resource_file_path(agent_id=resource.agent_id, resource_type=resource.resource_type)
-        current = ResourceRevision.objects.filter(
-            agent_id=resource.agent_id, resource_type=resource.resource_type, scope_id=resource.scope_id,
-            revision=resource.current_revision, redacted_at__isnull=True).first()
-        if current is not None and not path.exists():
-            files.write_atomic(path, current.content.encode("utf-8"))
+    """Bring this node's copies of each imported agent's prompt files in line with their revisions."""
+    for agent_id in sorted(agents):
+        resource_sync_files(agent_id=agent_id, why="import")
