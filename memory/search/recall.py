@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -34,6 +35,24 @@ MODES = ("hybrid", "lexical", "semantic")
 RRF_K, W_LEXICAL, W_SEMANTIC, REPLY_SHARE = 5, 1.0, 1.7, 0.7
 MARKED = re.compile(re.escape(MARK_START) + r"(.+?)" + re.escape(MARK_END))
 SPAN_LISTING = 50  # a question that is only a time ("what happened yesterday?") lists its span's rows
+# The query is embedded here while the lexical passes run (the model and the database both release the GIL).
+_embedding_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fermix-query-embedding")
+
+
+class _Prefetched:
+    """The embedder, with the query's vector already being computed on the pool: `embed_query` of that
+    text waits for it (and raises what the model raised) instead of embedding it a second time."""
+
+    def __init__(self, model, text: str):
+        self.model, self.text = model, text
+        self.model_id, self.dimensions = model.model_id, model.dimensions
+        self.vector: Future = _embedding_pool.submit(model.embed_query, text)
+
+    def embed_query(self, text: str):
+        return self.vector.result() if text == self.text else self.model.embed_query(text)
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
 
 
 @dataclass
@@ -141,6 +160,8 @@ def recall(corpus: Corpus, *, query: str, filters: dict, limit: int = 20, mode: 
         model = embeddings.embedder()
         if model is None:
             ran, degraded = "lexical", "embeddings_not_configured"
+    if model is not None:
+        model = _Prefetched(model, read.text or query)
     lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, limit) if ran != "semantic" else ([], [])
     semantic_in, semantic_out = [], []
     if ran != "lexical":
