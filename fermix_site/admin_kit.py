@@ -159,6 +159,19 @@ def status_html(value: str, label: str | None = None) -> str:
     return format_html('<span class="fx-status fx-status-{}">{}</span>', css, label or human(value))
 
 
+class StatusColumns:
+    """The `status_badge` and `took` columns of an admin over rows with `status` (and, for `took`,
+    `started_at` and `finished_at`): one definition for review runs, job runs, states and proposals."""
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        return status_html(obj.status) if obj.status else "—"
+
+    @admin.display(description="took")
+    def took(self, obj):
+        return duration(obj.started_at, obj.finished_at)
+
+
 def json_html(data, *, fold: int = FOLD_CHARS) -> str:
     """JSON, indented and escaped; when long, folded to its one-line form until clicked."""
     if data in (None, "", {}, []):

@@ -7,9 +7,9 @@ from fermix_site.admin_kit import (
     BigTableAdmin,
     HumanChoicesFilter,
     ReadOnlyAdmin,
+    StatusColumns,
     admin_url,
     changelist_url,
-    duration,
     link,
     pre,
     short,
@@ -55,7 +55,7 @@ class ScheduledJobAdmin(ReadOnlyAdmin):
 
 
 @admin.register(JobRun)
-class JobRunAdmin(BigTableAdmin, ReadOnlyAdmin):
+class JobRunAdmin(StatusColumns, BigTableAdmin, ReadOnlyAdmin):
     list_display = ("id", "started_at", "took", "job", "agent_id", "status_badge", "prompt_tokens",
                     "completion_tokens", "outcome")
     list_filter = (("status", HumanChoicesFilter), "agent_id")
@@ -65,13 +65,6 @@ class JobRunAdmin(BigTableAdmin, ReadOnlyAdmin):
               "completion_tokens", "output_block", "error_block")
     readonly_fields = fields
 
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, obj):
-        return status_html(obj.status)
-
-    @admin.display(description="took")
-    def took(self, obj):
-        return duration(obj.started_at, obj.finished_at)
 
     @admin.display(description="output or error")
     def outcome(self, obj):

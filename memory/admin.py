@@ -27,9 +27,9 @@ from fermix_site.admin_kit import (
     BigTableAdmin,
     HumanChoicesFilter,
     ReadOnlyAdmin,
+    StatusColumns,
     admin_url,
     changelist_url,
-    duration,
     human,
     json_html,
     link,
@@ -236,7 +236,6 @@ class RecallSearch(admin.ModelAdmin):
                 "newest": newest, "relevance_url": f"?{relevance.urlencode()}", "newest_url": f"?{by_time.urlencode()}",
                 "replies": self.corpus is search.MESSAGES}}
         return super().changelist_view(request, extra_context)
-
 
     def get_list_display(self, request):
         shown = super().get_list_display(request)
@@ -788,7 +787,7 @@ class ReviewOperationInline(admin.TabularInline):
 
 
 @admin.register(ReviewRun)
-class ReviewRunAdmin(BigTableAdmin, ReadOnlyAdmin):
+class ReviewRunAdmin(StatusColumns, BigTableAdmin, ReadOnlyAdmin):
     list_display = ("id", "started_at", "took", "conversation_key", "agent_id", "trigger", "status_badge", "ops",
                     "reason_excerpt")
     list_filter = (("status", HumanChoicesFilter), "trigger", ConversationAgentFilter)
@@ -799,13 +798,6 @@ class ReviewRunAdmin(BigTableAdmin, ReadOnlyAdmin):
     readonly_fields = fields
     change_form_template = "admin/memory/reviewrun/change_form.html"
 
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, obj):
-        return status_html(obj.status)
-
-    @admin.display(description="took")
-    def took(self, obj):
-        return duration(obj.started_at, obj.finished_at)
 
     @admin.display(description="added / replaced / archived / skipped")
     def ops(self, obj):
@@ -861,13 +853,10 @@ class ReviewRunAdmin(BigTableAdmin, ReadOnlyAdmin):
 
 
 @admin.register(ReviewState)
-class ReviewStateAdmin(ReadOnlyAdmin):
+class ReviewStateAdmin(StatusColumns, ReadOnlyAdmin):
     list_display = ("conversation_key", "agent_id", "cursor_message_id", "last_reviewed_at", "status_badge",
                     "failure_count", "last_failure_at")
     list_filter = ("status",)
     search_fields = ("=conversation_key",)
 
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, obj):
-        return status_html(obj.status) if obj.status else "—"
 

@@ -19,10 +19,10 @@ from fermix_site.admin_kit import (
     BigTableAdmin,
     HumanChoicesFilter,
     ReadOnlyAdmin,
+    StatusColumns,
     human,
     json_html,
     short,
-    status_html,
     when,
 )
 from resources.catalog import BOOTSTRAP_FILES, content_hash, display_name, rollback_caveat
@@ -286,15 +286,11 @@ class ResourceRevisionAdmin(BigTableAdmin, ReadOnlyAdmin):
 
 
 @admin.register(SoulProposal)
-class SoulProposalAdmin(ReadOnlyAdmin):
+class SoulProposalAdmin(StatusColumns, ReadOnlyAdmin):
     list_display = ("created_at", "agent_id", "mode", "status_badge", "requested_by", "rationale_excerpt",
                     "expires_at")
     list_filter = (("status", HumanChoicesFilter), "mode")
     exclude = ("token",)  # a pending token confirms the change; it stays out of the console
-
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, obj):
-        return status_html(obj.status)
 
     @admin.display(description="rationale")
     def rationale_excerpt(self, obj):
