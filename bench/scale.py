@@ -23,8 +23,9 @@ same process, through the service's own functions:
   the real model, as in service;
 - ingest: `memory.conversations.message_append` of `--appends` messages into the built database, one
   transaction each (deleted again afterwards, so `--reuse` measures the same world);
-- database size: SQLite's file with its WAL, PostgreSQL's `pg_database_size`, before and after the
-  vectors, and per million messages; the index files under `cache/vectors`;
+- database size: SQLite's file with its WAL, PostgreSQL's `pg_database_size`, without the vectors (the
+  bytes of `embeddings` and its indexes taken out) and with them, and per million messages; the index
+  files under `cache/vectors`;
 - the measuring process's peak resident memory and the bytes of its exact-search vector cache.
 
 The 1-minute load average is recorded at each step: on a shared machine every latency is an upper bound.
@@ -197,6 +198,19 @@ def database_bytes() -> int:
         return cursor.fetchone()[0]
 
 
+def vectors_bytes() -> int:
+    """The bytes of `embeddings` with its indexes (SQLite: from `dbstat`; PostgreSQL: its relation size)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN "
+                           "(SELECT name FROM sqlite_master WHERE tbl_name = 'embeddings')")
+        else:
+            cursor.execute("SELECT pg_total_relation_size('embeddings')")
+        return cursor.fetchone()[0]
+
+
 def index_files_bytes() -> int:
     from fermix_site.conf import conf
 
@@ -342,6 +356,19 @@ def warm_up() -> dict:
     return {"warm_up_s": round(time.time() - started, 1)}
 
 
+def measure_query_embedding(world, repeat: int) -> dict:
+    """The local model embedding a query (part of every hybrid recall, on the web worker's own core)."""
+    from memory import embeddings
+
+    model = embeddings.embedder()
+    texts = [world.text(random.Random(n).randint(3, 12)) for n in range(repeat * 3)]
+    watch = Stopwatch()
+    for text in texts:
+        with watch:
+            model.embed_query(text)
+    return _p(watch)
+
+
 def vector_cache_bytes() -> int:
     from memory.search import semantic
 
@@ -385,7 +412,7 @@ def measure_one(args) -> dict:
     phase("build")
     report["build"] = build(world, args.postgres, args.reuse)
     report["memory_rows"] = _count("memories")
-    report["db_bytes"] = database_bytes()
+    report["db_bytes"] = database_bytes() - vectors_bytes()  # without the vectors a reused world may hold
     phase("window")
     report["window"] = measure_window(world, args.reads)
     phase("prompt")
@@ -411,9 +438,11 @@ def measure_one(args) -> dict:
         build_vector_indexes()
         report["vector_indexes_s"] = round(time.time() - started, 1)
         report["db_bytes_with_vectors"] = database_bytes()
+        report["vectors_bytes"] = vectors_bytes()
         report["index_files_bytes"] = index_files_bytes()
         phase("recall hybrid")
         report["hybrid_warm_up"] = warm_up()
+        report["query_embedding"] = measure_query_embedding(world, args.repeat)
         report["recall"]["hybrid"] = measure_recall(world, "hybrid", args.repeat)
         report["vector_cache_bytes"] = vector_cache_bytes()
     phase("ingest")
@@ -477,6 +506,8 @@ def rows(reports: list[dict]) -> list[tuple[str, list[str]]]:
         ("… per million messages", [mb(r["db_bytes_with_vectors"] / r["messages"] * 1e6)
                                     if r.get("db_bytes_with_vectors") else "—" for r in reports]),
         ("vector index files", [mb(r.get("index_files_bytes")) for r in reports]),
+        ("query embedding p95 (ms)", [f(r["query_embedding"]["p95"]) if r.get("query_embedding") else "—"
+                                      for r in reports]),
         ("exact vector cache in the process", [mb(r.get("vector_cache_bytes")) for r in reports]),
         ("peak resident memory of the process", [mb(r["peak_rss_bytes"]) for r in reports]),
         ("load average (1 min), min–max", [f"{min(r['load'].values()):.1f}–{max(r['load'].values()):.1f}"

@@ -29,7 +29,8 @@ def test_a_tiny_scale_run_measures_every_figure_and_leaves_the_world_as_built(tm
                 assert scale.worst(size, mode, source, scope) > 0
     assert all(set(r["ran"]) == {"hybrid"} for r in size["recall"]["hybrid"].values())
     assert 0 < size["db_bytes"] < size["db_bytes_with_vectors"]
-    assert size["vector_cache_bytes"] > 0 and size["peak_rss_bytes"] > 0
+    assert size["vector_cache_bytes"] > 0 and size["peak_rss_bytes"] > 0 and size["query_embedding"]["p95"] > 0
+    assert 0 < size["vectors_bytes"] < size["db_bytes_with_vectors"]
     assert set(size["load"]) >= {"build", "window", "prompt", "recall lexical", "recall hybrid", "ingest", "end"}
     db = sqlite3.connect(tmp_path / "homes" / "sqlite-2000" / "memory.db")
     assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == 2000
