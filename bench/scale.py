@@ -18,9 +18,11 @@ same process, through the service's own functions:
   proportion to their size;
 - composed prompt (`memory.prompt.compose_system_prompt`) of `main`, cached and uncached;
 - `memory_recall` p50 / p95 per mode, source and scope (three query classes: rare word, several words,
-  question); hybrid writes `bench.recall`'s synthetic vectors (the evaluation's conversation embedded
-  by the real model), builds the approximate indexes (`vector_index_rebuild`) and embeds each query with
-  the real model, as in service;
+  question), and the statements one query runs. Hybrid writes `bench.recall`'s synthetic vectors (the
+  evaluation's conversation embedded by the real model), builds the approximate indexes
+  (`vector_index_rebuild`) and embeds each query with the real model, as in service; it runs twice, as a
+  fresh worker meets the queries (each scope's first query reads its vectors into the process) and again
+  with them held (`hybrid_warm`); the query embedding alone is timed too;
 - ingest: `memory.conversations.message_append` of `--appends` messages into the built database, one
   transaction each (deleted again afterwards, so `--reuse` measures the same world);
 - database size: SQLite's file with its WAL, PostgreSQL's `pg_database_size`, without the vectors (the
@@ -444,6 +446,8 @@ def measure_one(args) -> dict:
         report["hybrid_warm_up"] = warm_up()
         report["query_embedding"] = measure_query_embedding(world, args.repeat)
         report["recall"]["hybrid"] = measure_recall(world, "hybrid", args.repeat)
+        phase("recall hybrid, warm")  # the same queries again: each scope's vectors now in this process
+        report["recall"]["hybrid_warm"] = measure_recall(world, "hybrid", args.repeat)
         report["vector_cache_bytes"] = vector_cache_bytes()
     phase("ingest")
     report["ingest"] = measure_ingest(world, args.appends)
@@ -465,8 +469,8 @@ def _count(table: str) -> int:
 # --- the table -------------------------------------------------------------------------------------------
 
 
-def worst(report: dict, mode: str, source: str, scope: str) -> float | None:
-    rows = [v["p95"] for k, v in report["recall"].get(mode, {}).items() if k.startswith(f"{source}/{scope}/")]
+def worst(report: dict, mode: str, source: str, scope: str, figure: str = "p95") -> float | None:
+    rows = [v[figure] for k, v in report["recall"].get(mode, {}).items() if k.startswith(f"{source}/{scope}/")]
     return max(rows) if rows else None
 
 
@@ -480,35 +484,41 @@ def rows(reports: list[dict]) -> list[tuple[str, list[str]]]:
     def mb(value):
         return "—" if value is None else f"{value / 1e6:,.0f} MB"
 
-    def f(value, digits=2):
+    def f(value, digits=1):
         return "—" if value is None else f"{value:,.{digits}f}"
 
+    def per_million(r, key):
+        return f"{mb(r[key])} ({mb(r[key] / r['messages'] * 1e6)})" if r.get(key) else "—"
+
     out = [
-        ("ingest, `message_append` (msg/s)", [f(r["ingest"]["messages_per_s"], 0) for r in reports]),
-        ("append p95 (ms)", [f(r["ingest"]["append"]["p95"]) for r in reports]),
-        ("window read p95, cached / uncached (ms)",
-         [f"{f(r['window']['cached']['p95'], 3)} / {f(r['window']['uncached']['p95'])}" for r in reports]),
-        ("composed prompt p95, cached / uncached (ms)",
-         [f"{f(r['prompt']['cached']['p95'], 3)} / {f(r['prompt']['uncached']['p95'])}" for r in reports]),
+        ("ingest, `message_append` msg/s (p95 ms)",
+         [f"{f(r['ingest']['messages_per_s'], 0)} ({f(r['ingest']['append']['p95'], 2)})" for r in reports]),
+        ("window read p95 ms, cached / uncached",
+         [f"{f(r['window']['cached']['p95'], 2)} / {f(r['window']['uncached']['p95'], 2)}" for r in reports]),
+        ("composed prompt p95 ms, cached / uncached",
+         [f"{f(r['prompt']['cached']['p95'], 2)} / {f(r['prompt']['uncached']['p95'], 2)}" for r in reports]),
     ]
-    for mode in MODES:
+    names = {"lexical": "lexical", "hybrid": "hybrid, fresh worker", "hybrid_warm": "hybrid, vectors held"}
+    for mode, name in names.items():
         if not any(mode in r["recall"] for r in reports):
             continue
         for source in SOURCES:
-            for scope in SCOPES:
-                out.append((f"recall {mode}, {source}, {scope}: slowest p95 (ms)",
-                            [f(worst(r, mode, source, scope), 1) for r in reports]))
-        out.append((f"recall {mode}: statements a query", [statements(r, mode) for r in reports]))
+            out.append((f"recall {name}, {source}: slowest p95 ms, conversation / owner / all",
+                        [" / ".join(f(worst(r, mode, source, scope)) for scope in SCOPES)
+                         if mode in r["recall"] else "not measured" for r in reports]))
+    for source in SOURCES:
+        out.append((f"recall lexical, {source}: slowest CPU p95 ms of this process, conversation / owner / all",
+                    [" / ".join(f(worst(r, "lexical", source, scope, "cpu_p95")) for scope in SCOPES)
+                     for r in reports]))
     out += [
-        ("database (messages, memories, text index)", [mb(r["db_bytes"]) for r in reports]),
-        ("… per million messages", [mb(r["db_bytes"] / r["messages"] * 1e6) for r in reports]),
-        ("database with vectors", [mb(r.get("db_bytes_with_vectors")) for r in reports]),
-        ("… per million messages", [mb(r["db_bytes_with_vectors"] / r["messages"] * 1e6)
-                                    if r.get("db_bytes_with_vectors") else "—" for r in reports]),
-        ("vector index files", [mb(r.get("index_files_bytes")) for r in reports]),
-        ("query embedding p95 (ms)", [f(r["query_embedding"]["p95"]) if r.get("query_embedding") else "—"
-                                      for r in reports]),
-        ("exact vector cache in the process", [mb(r.get("vector_cache_bytes")) for r in reports]),
+        ("statements a recall query, lexical / hybrid",
+         [f"{statements(r, 'lexical')} / {statements(r, 'hybrid')}" for r in reports]),
+        ("query embedding p95 ms", [f(r["query_embedding"]["p95"]) if r.get("query_embedding") else "—"
+                                    for r in reports]),
+        ("database without vectors (per million messages)", [per_million(r, "db_bytes") for r in reports]),
+        ("database with vectors (per million messages)", [per_million(r, "db_bytes_with_vectors") for r in reports]),
+        ("vector index files; exact vector cache in the process",
+         [f"{mb(r.get('index_files_bytes'))}; {mb(r.get('vector_cache_bytes'))}" for r in reports]),
         ("peak resident memory of the process", [mb(r["peak_rss_bytes"]) for r in reports]),
         ("load average (1 min), min–max", [f"{min(r['load'].values()):.1f}–{max(r['load'].values()):.1f}"
                                            for r in reports]),
@@ -517,8 +527,10 @@ def rows(reports: list[dict]) -> list[tuple[str, list[str]]]:
 
 
 def print_table(reports: list[dict]) -> None:
-    vendor = reports[0]["vendor"] if reports else "?"
-    print(f"\n| {vendor} | " + " | ".join(f"{r['messages']:,} messages" for r in reports) + " |")
+    vendors = sorted({r["vendor"] for r in reports})
+    mixed = len(vendors) > 1
+    print(f"\n| {', '.join(vendors)} | " + " | ".join(f"{r['messages']:,} messages" + (f" ({r['vendor']})" * mixed)
+                                                   for r in reports) + " |")
     print("|---|" + "---|" * len(reports))
     for name, values in rows(reports):
         print(f"| {name} | " + " | ".join(values) + " |")
@@ -527,7 +539,7 @@ def print_table(reports: list[dict]) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,1000000", help="message counts, comma-separated")
-    parser.add_argument("--home", required=True, help="a throw-away folder: one FERMIX_HOME per vendor and size")
+    parser.add_argument("--home", default="", help="a throw-away folder: one FERMIX_HOME per vendor and size")
     parser.add_argument("--postgres", action="store_true", help="use DATABASE_URL (PostgreSQL)")
     parser.add_argument("--reuse", action="store_true", help="reuse a world already built at that size")
     parser.add_argument("--modes", default="lexical,hybrid", help="recall modes: lexical[,hybrid]")
@@ -535,6 +547,7 @@ def main(argv=None) -> None:
     parser.add_argument("--reads", type=int, default=300, help="window reads and composed prompts each way")
     parser.add_argument("--appends", type=int, default=2000, help="messages appended for the ingest rate")
     parser.add_argument("--json", default="", help="write every figure to this file")
+    parser.add_argument("--table", metavar="A.json,B.json", help="only print one table of these runs' sizes")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the child process of one size
     args = parser.parse_args(argv)
     args.modes = [m for m in args.modes.split(",") if m]
@@ -542,6 +555,12 @@ def main(argv=None) -> None:
         parser.error("--modes is lexical or lexical,hybrid")
     if args.postgres and not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         parser.error("--postgres needs DATABASE_URL=postgres://…")
+    if args.table:
+        print_table(sorted((r for name in args.table.split(",") for r in json.loads(Path(name).read_text())["sizes"]),
+                           key=lambda r: r["messages"]))
+        return
+    if not args.home:
+        parser.error("--home is required")
     if args.one:
         report = measure_one(args)
         Path(args.json).write_text(json.dumps(report, indent=1))
