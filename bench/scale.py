@@ -4,6 +4,7 @@
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/fermix_scale .venv/bin/python -m bench.scale --postgres …
     … --reuse                 # measure again the worlds already built under --home
     … --modes lexical         # skip hybrid recall (no synthetic vectors, no approximate index)
+    .venv/bin/python -m bench.scale --table A.json,B.json   # one table of saved runs, by size
 
 Each size is measured in a process of its own (a fresh FERMIX_HOME `<home>/<vendor>-<size>`, fresh process
 caches). The world is `bench.recall`'s (N messages over 5 agents, 2,000 owners and 6,000 Zipf-sized
