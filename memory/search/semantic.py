@@ -20,13 +20,13 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, Min, OuterRef
 from django.utils import timezone
 
 from fermix_site import generations
 from fermix_site.conf import conf
 from memory import embeddings
-from memory.models import Embedding, Memory, Message
+from memory.models import Embedding, Memory, Message, memories_generation
 from memory.search import ann, any_after, orm_filters, passing
 from memory.search.rank import Scored
 from memory.vectors import EMBEDDED_KINDS, GRACE, vectors_generation
@@ -46,6 +46,9 @@ class _Entry:
 
 
 _cache: dict[tuple, _Entry] = {}
+# (model, scope filters, the highest embeddings.id read) → when the oldest memory row of the scope still
+# waiting for its vector was last changed (None: none waits), at the agent's memories and vectors generations
+_waiting = generations.local_cache(max_entries=MAX_ENTRIES)
 _too_large: dict[tuple, tuple[int, ...]] = {}  # scope key → the generation at which it was too large
 _lock = threading.Lock()
 
@@ -125,9 +128,10 @@ def clear() -> None:
     ann.clear()
 
 
-def incomplete(kind: str, model, filters: dict, top_object: int, has_vectors: bool) -> bool:
+def incomplete(kind: str, model, filters: dict, top_object: int, has_vectors: bool, last_id: int = 0) -> bool:
     """True when rows in scope older than GRACE still wait for their vectors, or the scope has rows but
-    no vector at all (`top_object`: the highest object id with a vector)."""
+    no vector at all (`top_object`: the highest object id with a vector; `last_id`: the highest
+    `embeddings.id` read)."""
     old = timezone.now() - GRACE
     if kind == Embedding.Kind.MESSAGE:
         # A scope with no vector yet cannot be searched by meaning at all, however new its rows are.
@@ -135,9 +139,19 @@ def incomplete(kind: str, model, filters: dict, top_object: int, has_vectors: bo
         if "created_at__lt" in filters and has_vectors:
             waiting["created_at__lt"] = min(old, filters["created_at__lt"])
         return any_after(Message._meta.db_table, top_object, waiting)
-    embedded = Embedding.objects.filter(model_id=model.model_id, kind=kind, object_id=OuterRef("pk"))
-    waiting = Memory.objects.filter(**orm_filters(filters)).exclude(Exists(embedded))
-    return (waiting if not has_vectors else waiting.filter(updated_at__lt=old)).exists()
+    # Memory rows: an anti-join over the scope's live rows, so its answer (when the oldest row waiting was
+    # changed) is kept until a row or a vector of the agent changes, or a vector is added (`last_id`).
+    agent_id = filters["agent_id"]
+    key = (model.model_id, kind, tuple(sorted((k, repr(v)) for k, v in filters.items())), last_id)
+    names = [memories_generation(agent_id), vectors_generation(agent_id)]
+
+    def oldest_waiting():
+        embedded = Embedding.objects.filter(model_id=model.model_id, kind=kind, object_id=OuterRef("pk"))
+        waiting = Memory.objects.filter(**orm_filters(filters)).exclude(Exists(embedded))
+        return waiting.aggregate(oldest=Min("updated_at"))["oldest"]
+
+    oldest = _waiting.read_through(key, names, oldest_waiting)
+    return oldest is not None and (not has_vectors or oldest < old)
 
 
 @dataclass
@@ -153,7 +167,7 @@ def neighbours(kind: str, model, query: str, filters: dict, limit: int) -> Neigh
         entry = _entry(model.model_id, model.dimensions, kind, scope)
     except TooLarge:
         return _approximate(kind, model, query, filters, pinned=len(scope) > 1, limit=limit)
-    waiting = incomplete(kind, model, filters, entry.top_object, len(entry.ids) > 0)
+    waiting = incomplete(kind, model, filters, entry.top_object, len(entry.ids) > 0, entry.last_id)
     degraded = "embeddings_incomplete" if waiting else None
     if not len(entry.ids):
         return Neighbours([], degraded)
@@ -178,7 +192,8 @@ def _approximate(kind: str, model, query: str, filters: dict, *, pinned: bool, l
     except TooLarge:  # the index is far behind: it is being extended
         ann.queue_refresh(agent_id)
         return Neighbours([], "vector_index_building")
-    degraded = "embeddings_incomplete" if incomplete(kind, model, filters, recent.top_object, True) else None
+    degraded = ("embeddings_incomplete" if incomplete(kind, model, filters, recent.top_object, True, recent.last_id)
+                else None)
     vector = model.embed_query(query).astype(np.float32)
     wanted = max(limit * CANDIDATES, limit) * (PINNED_CANDIDATES if pinned else 1)
     found = ann.current_vectors(ann.nearest_keys(index, vector, wanted))

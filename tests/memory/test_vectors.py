@@ -10,6 +10,8 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_q.models import OrmQ
 
@@ -203,3 +205,19 @@ def test_the_rebuild_waits_for_a_running_pass(vectors_on):
             leases.release(vectors.LEASE, token)  # the worker's pass ends
 
     assert vectors.hold_embedding_lease(wait) and len(tries) == 2
+
+
+def test_memory_recall_says_when_a_row_waits_for_its_vector_and_stops_once_it_has_one(vectors_on):
+    def memories():
+        return recall(query="beagle", source="memories", scope="all").meta
+
+    fact("pet", "has a beagle", "identity")
+    embed_pending()
+    assert memories() == {"mode": "hybrid", "degraded": None, "time": []}
+    fact("sport", "plays squash on fridays", "interest")  # written long ago (the factory's time), no vector
+    assert memories() == {"mode": "lexical", "degraded": "embeddings_incomplete", "time": []}
+    with CaptureQueriesContext(connection) as asked:  # nothing changed: the process's answer, not the scan
+        assert memories()["degraded"] == "embeddings_incomplete"
+    assert not [q for q in asked.captured_queries if "EXISTS" in q["sql"].upper() and "memories" in q["sql"]]
+    embed_pending()  # a new vector: the kept answer is not used again
+    assert memories() == {"mode": "hybrid", "degraded": None, "time": []}
