@@ -49,6 +49,22 @@ def browser():
         shutil.rmtree(profile, ignore_errors=True)
 
 
+def _replaced(element) -> bool:
+    """Whether the page that held `element` is gone. Chromium answers for an element of the page being
+    replaced either "stale" or, in the middle of the navigation, "does not belong to the document"."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
+    return False
+
+
 class Console:
     """The operator at the browser: open pages, fill forms, read what is shown."""
 
@@ -73,12 +89,11 @@ class Console:
 
     def click(self, selector):
         """Click something that loads a new page, and wait until the new page is there."""
-        from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.ui import WebDriverWait
 
         old = self.find("html")
         self.find(selector).click()
-        WebDriverWait(self.driver, 15).until(expected_conditions.staleness_of(old))
+        WebDriverWait(self.driver, 15).until(lambda driver: _replaced(old))
 
     def log_in(self, username="operator", password="operator-password-1"):
         self.open(reverse("admin:login"))
