@@ -184,9 +184,27 @@ def build_postgres(world: World) -> None:
     print(f"  built in {time.time() - started:.0f} s", flush=True)
 
 
+def synthetic_projection(world: World, model):
+    """text -> stored vector bytes: the sum of a fixed random unit vector per word of the world's
+    vocabulary, normalised (a random one for a text with none), the same for every builder."""
+    import numpy as np
+
+    from memory import embeddings
+
+    rng = np.random.default_rng(11)
+    index = {w: i for i, w in enumerate(world.vocabulary)}
+    words = embeddings.normalised(rng.standard_normal((len(world.vocabulary), model.dimensions), dtype=np.float32))
+
+    def projected(text: str) -> bytes:
+        ids = [index[w] for w in text.rstrip(".").lower().split() if w in index]
+        vector = words[ids].sum(axis=0) if ids else rng.standard_normal(model.dimensions, dtype=np.float32)
+        return embeddings.to_bytes(vector / max(float(np.linalg.norm(vector)), 1e-12))
+
+    return projected
+
+
 def build_vectors_sqlite(path: str, world: World) -> None:
     """Synthetic vectors for every message and memory row (the evaluation's conversation: real ones)."""
-    import numpy as np
 
     from memory import embeddings
 
@@ -196,14 +214,7 @@ def build_vectors_sqlite(path: str, world: World) -> None:
         db.close()
         return
     started = time.time()
-    rng = np.random.default_rng(11)
-    index = {w: i for i, w in enumerate(world.vocabulary)}
-    words = embeddings.normalised(rng.standard_normal((len(world.vocabulary), model.dimensions), dtype=np.float32))
-
-    def projected(text: str) -> bytes:
-        ids = [index[w] for w in text.rstrip(".").lower().split() if w in index]
-        vector = words[ids].sum(axis=0) if ids else rng.standard_normal(model.dimensions, dtype=np.float32)
-        return embeddings.to_bytes(vector / max(float(np.linalg.norm(vector)), 1e-12))
+    projected = synthetic_projection(world, model)
 
     real = {pk: embeddings.to_bytes(v) for pk, v in _evaluation_vectors(db, model)}
     sql = ("INSERT INTO embeddings(kind, object_id, agent_id, owner_id, conversation, model_id, dimensions, vector, "

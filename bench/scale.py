@@ -135,9 +135,9 @@ def _seed_files() -> None:
 
 def build_vectors_postgres(world) -> None:
     """`bench.recall.build_vectors_sqlite` for PostgreSQL: the same synthetic vectors, written with COPY."""
-    import numpy as np
     from django.db import connection, transaction
 
+    from bench.recall import synthetic_projection
     from bench.recall_data.dana import PERSONA as DANA
     from memory import embeddings
 
@@ -147,14 +147,7 @@ def build_vectors_postgres(world) -> None:
         if cursor.fetchone():
             return
     started = time.time()
-    rng = np.random.default_rng(11)
-    index = {w: i for i, w in enumerate(world.vocabulary)}
-    words = embeddings.normalised(rng.standard_normal((len(world.vocabulary), model.dimensions), dtype=np.float32))
-
-    def projected(text: str) -> bytes:
-        ids = [index[w] for w in text.rstrip(".").lower().split() if w in index]
-        vector = words[ids].sum(axis=0) if ids else rng.standard_normal(model.dimensions, dtype=np.float32)
-        return embeddings.to_bytes(vector / max(float(np.linalg.norm(vector)), 1e-12))
+    projected = synthetic_projection(world, model)
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT id, role, sender, content FROM messages WHERE owner_id = %s AND channel = %s AND "
