@@ -119,3 +119,13 @@ def test_the_access_log_leaves_out_expected_4xx_and_keeps_the_rest(server):
         assert anonymous.get("/healthz").status_code == 200
     lines = [line for line in server.log_text().splitlines() if marker in line]
     assert len(lines) == 1 and "GET /healthz" in lines[0] and '" 200 ' in lines[0]
+
+
+def test_the_landing_page_is_served_and_links_the_console_docs_and_health(server):
+    with server.client() as anonymous:
+        page = anonymous.get("/")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        for href in ("/admin/", "/api/v1/docs", "/healthz"):
+            assert f'href="{href}"' in page.text
+            assert anonymous.get(href).status_code in (200, 302)
+        assert anonymous.post("/").status_code in (403, 405)  # CSRF or the method: never a 500
