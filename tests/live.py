@@ -90,6 +90,16 @@ class LiveServer:
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
+    def log_lines(self, marker: str, *, until: str, timeout: float = 10) -> list[str]:
+        """The log's lines naming `marker`, once one of them contains `until`: gunicorn writes a request's
+        access line after its response is sent, so the client can read the answer before the line exists."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [line for line in self.log_text().splitlines() if marker in line]
+            if any(until in line for line in lines) or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.05)
+
     def client(self, key: str | None = None, timeout: float = 30, **kwargs) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return httpx.Client(base_url=self.base, headers=headers, timeout=timeout, **kwargs)
