@@ -23,7 +23,7 @@ from django.utils import timezone
 from fermix_site.conf import conf
 from memory import embeddings
 from memory.models import Embedding, Message
-from memory.search import MAX_LIMIT, Corpus, lexical_hits, orm_filters, rows_of, semantic, with_replies
+from memory.search import MAX_LIMIT, Corpus, bridge, lexical_hits, orm_filters, rows_of, semantic, with_replies
 from memory.search.rank import MARK_END, MARK_START, Scored
 from memory.search.text import analyse
 from memory.search.when import Span, read_time
@@ -136,6 +136,31 @@ def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int) -> list
     return [(hits[i], scores[i]) for i in ranked][:limit]
 
 
+def _linked(corpus: Corpus, text: str, filters: dict, ordered: list[tuple[Scored, float]],
+            limit: int) -> tuple[list[tuple[Scored, float]], dict[int, str]]:
+    """For a two-hop question (`memory.search.bridge`), the ranking with the rows its best hits' names find,
+    and each such row's `why`."""
+    if not ordered or not bridge.wanted(text):
+        return ordered, {}
+    top = [hit.id for hit, _ in ordered[:bridge.FROM_TOP]]
+    found = {pk: (owner, value) for pk, owner, value in corpus.model.objects.filter(pk__in=top)
+             .values_list("pk", "owner_id", corpus.text_columns[-1])}
+    names = bridge.names([found[i][1] for i in top if i in found], text)
+    if not names or top[0] not in found:
+        return ordered, {}
+    # A name means one person or place within one owner's world: the first hit's owner's rows only.
+    same_owner = {**filters, "owner_id": found[top[0]][0]}
+    hits = [h for h in lexical_hits(corpus, " ".join(names), same_owner, limit) if h.reply_to is None]
+    placed = bridge.place(ordered, hits, limit)
+    before = {hit.id for hit, _ in ordered}
+    why = {}
+    for hit, _ in placed:
+        if hit.id not in before:
+            named = [n for n in names if n.lower() in hit.snippet.lower()] or names
+            why[hit.id] = f"linked by {', '.join(named)} to #{top[0]}"
+    return placed, why
+
+
 def _why(hit: Scored, in_span: bool, spans: list[Span], semantic: bool) -> str:
     if hit.reply_to is not None:
         return f"reply to #{hit.reply_to}"
@@ -181,6 +206,7 @@ def recall(corpus: Corpus, *, query: str, filters: dict, limit: int = 20, mode: 
             seen.add(hit.id)
             ordered.append((hit, score))
     ordered = ordered[:limit]
+    ordered, linked = _linked(corpus, read.text or query, filters, ordered, limit)
     in_span = {h.id for h in lexical_in} | {h.id for h in semantic_in}
     lexical_rank = {h.id: n for n, h in enumerate(lexical_in + lexical_out, start=1) if h.reply_to is None}
     semantic_rank = {h.id: n for n, h in enumerate(semantic_in + semantic_out, start=1)}
@@ -192,7 +218,7 @@ def recall(corpus: Corpus, *, query: str, filters: dict, limit: int = 20, mode: 
         score = hit.score if ran == "lexical" else scores[hit.id]
         row.signals = {"lexical_rank": lexical_rank.get(hit.id), "semantic_rank": semantic_rank.get(hit.id),
                        "score": round(score, 4),
-                       "why": _why(hit, hit.id in in_span, spans, hit.id in semantic_rank)}
+                       "why": linked.get(hit.id) or _why(hit, hit.id in in_span, spans, hit.id in semantic_rank)}
     return Recalled(rows, ran, degraded, spans)
 
 
