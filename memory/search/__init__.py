@@ -135,12 +135,26 @@ def passing(table: str, ids: list[int], filters: dict) -> set[int]:
         return {row[0] for row in cursor.fetchall()}
 
 
+# The columns that pin a scope to one conversation or one owner: indexes that end in `id` start with them.
+_PINS = {"messages": (("agent_id", "channel", "chat_id", "thread_scope"), ("agent_id", "owner_id"))}
+
+
 def any_after(table: str, after_id: int, filters: dict) -> bool:
-    """True when a row of `table` past `after_id` passes `filters`: walked by key from `after_id`, since an
-    index of the filters' columns would walk every row of the scope to find the few newer ones."""
-    where, params = where_sql("t", filters, by_key=True)
+    """True when a row of `table` past `after_id` passes `filters`. A scope pinned to one conversation or
+    owner is walked through its index from `after_id` (`messages_window_idx`, `messages_owner_idx`: its own
+    newer rows only); any other is walked by key from `after_id`, since an index of the filters' columns
+    would walk every row of the scope to find the few newer ones. The other filters are checked on the rows
+    walked."""
+    pinned: dict = {}
+    for columns in _PINS.get(table, ()):
+        if all(isinstance(filters.get(c), str) for c in columns):
+            pinned = {c: filters[c] for c in columns}
+            break
+    walked, walked_params = where_sql("t", pinned)
+    where, params = where_sql("t", {k: v for k, v in filters.items() if k not in pinned}, by_key=True)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT 1 FROM {table} t WHERE t.id > %s AND {where} LIMIT 1", [after_id, *params])
+        cursor.execute(f"SELECT 1 FROM {table} t WHERE {walked} AND t.id > %s AND {where} LIMIT 1",
+                       [*walked_params, after_id, *params])
         return cursor.fetchone() is not None
 
 

@@ -100,10 +100,11 @@ def _rows(cursor, corpus, ids: list[int], filters: dict) -> list[tuple[int, str,
     return [(i, content or "", _when(when)) for i, content, when in cursor.fetchall()]
 
 
-def _exhaustive(cursor, corpus, mirror, query: Query, filters: dict) -> list[int]:
-    """Newest matches of any word that pass the filters: for filters the index cannot apply itself."""
+def _exhaustive(cursor, corpus, mirror, query: Query, filters: dict, scope: list[str]) -> list[int]:
+    """Newest matches of any word that pass the filters: for filters the index cannot apply itself (the
+    scope's token, when it is selective, inside the match: the walk then covers the scope's matches only)."""
     items = [fts_string(t.word) for t in query.terms] + [fts_string(p) for p in query.phrases]
-    match = f"{_colset(mirror.text_columns)} : ({' OR '.join(items)})"
+    match = " AND ".join(scope + [f"{_colset(mirror.text_columns)} : ({' OR '.join(items)})"])
     where, params = where_sql("t", filters, by_key=True)
     try:
         cursor.execute(f"SELECT t.id FROM {mirror.name} JOIN {corpus.table} t ON t.id = {mirror.name}.rowid "
@@ -138,7 +139,7 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
             docs, cut = _rows(cursor, corpus, ids, filters), True  # still nothing: the exhaustive pass
         if cut and len(docs) < limit:
             seen = {d[0] for d in docs}
-            extra = [i for i in _exhaustive(cursor, corpus, mirror, query, filters) if i not in seen]
+            extra = [i for i in _exhaustive(cursor, corpus, mirror, query, filters, scope) if i not in seen]
             docs += _rows(cursor, corpus, extra, filters)
     idfs = {stem: rank.idf(value, max_id) for stem, value in df.items()}
     return rank.rank(query, docs, idfs=idfs, now=timezone.now(), limit=limit)
