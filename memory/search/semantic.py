@@ -64,9 +64,9 @@ def _scope(kind: str, filters: dict) -> dict:
     return scope
 
 
-def _rows(model_id: str, kind: str, scope: dict, after_id: int):
+def _rows(model_id: str, kind: str, scope: dict, after_id: int, columns=("id", "object_id", "vector")):
     return (Embedding.objects.filter(model_id=model_id, kind=kind, id__gt=after_id, **scope).order_by("id")
-            .values_list("id", "object_id", "vector"))
+            .values_list(*columns))
 
 
 def _recent(model_id: str, kind: str, agent_id: str, after_id: int, limit: int) -> tuple[list, int]:
@@ -94,7 +94,8 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
     if too_large or (entry is not None and len(entry.ids) > limit):  # (the limit may have been lowered)
         raise TooLarge(f"more than {limit:,} vectors in scope")
     if entry is None or entry.generation != generation:
-        if not after_id and _rows(model_id, kind, scope, after_id)[:limit + 1].count() > limit:
+        # Counted by ids alone, so the scope's index answers without reading a vector.
+        if not after_id and _rows(model_id, kind, scope, after_id, ("id",))[:limit + 1].count() > limit:
             with _lock:
                 _too_large[key] = generation  # vectors only grow between removals: no need to count again
             raise TooLarge(f"more than {limit:,} vectors in scope")
