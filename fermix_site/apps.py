@@ -28,7 +28,7 @@ class FermixSiteConfig(AppConfig):
     def ready(self):
         from django_q.signals import post_spawn
 
-        from fermix_site import node
+        from fermix_site import cluster, node
         from fermix_site.enqueue import enqueue_deferred
         from fermix_site.health import worker_spawned
 
@@ -36,3 +36,4 @@ class FermixSiteConfig(AppConfig):
         post_spawn.connect(worker_spawned, dispatch_uid="fermix-heartbeat-on-spawn")
         post_spawn.connect(node.start, dispatch_uid="fermix-node-heartbeat")
         node.on_beat(enqueue_deferred)
+        cluster.install()

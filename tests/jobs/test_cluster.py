@@ -1,6 +1,7 @@
 """A real django-q2 cluster runs the background review; a worker killed mid-review loses nothing."""
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -88,3 +89,23 @@ def test_a_worker_killed_mid_review_leaves_the_conversation_reviewable(model):
     result = review_conversation(agent_id="main", conversation="telegram:1", force=True)
     assert result["status"] == "ok" and Memory.objects.get().value == "likes tea"
     assert ReviewRun.objects.filter(status="failed", reason__startswith="abandoned").count() == 1
+
+
+def test_a_stop_signal_after_the_cluster_has_stopped_is_ignored():
+    # A Ctrl-C and `serve`'s SIGTERM both reach the cluster; one may arrive once the first stop has cleared
+    # the stop event while the process still waits on its sentinel (django-q2 then raised AttributeError).
+    from django_q.cluster import Cluster
+
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    sentinel = multiprocessing.get_context("fork").Process(target=time.sleep, args=(30,))
+    sentinel.start()
+    try:
+        cluster = Cluster()  # (it installs its signal handlers in this process: put back below)
+        cluster.sentinel, cluster.stop_event = sentinel, None
+        cluster.sig_handler(signal.SIGTERM, None)
+        assert sentinel.is_alive()  # nothing was stopped a second time
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        sentinel.kill()
+        sentinel.join()
