@@ -205,7 +205,6 @@ def synthetic_projection(world: World, model):
 
 def build_vectors_sqlite(path: str, world: World) -> None:
     """Synthetic vectors for every message and memory row (the evaluation's conversation: real ones)."""
-
     from memory import embeddings
 
     model = embeddings.embedder()

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from django_q.cluster import Cluster
 
 from fermix_site.conf import conf
 from memory.conversations import message_append
@@ -94,8 +95,6 @@ def test_a_worker_killed_mid_review_leaves_the_conversation_reviewable(model):
 def test_a_stop_signal_after_the_cluster_has_stopped_is_ignored():
     # A Ctrl-C and `serve`'s SIGTERM both reach the cluster; one may arrive once the first stop has cleared
     # the stop event while the process still waits on its sentinel (django-q2 then raised AttributeError).
-    from django_q.cluster import Cluster
-
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     sentinel = multiprocessing.get_context("fork").Process(target=time.sleep, args=(30,))
     sentinel.start()
