@@ -7,7 +7,7 @@ from memory.compactor import WINDOW_MOVED, CompactionError, compact
 from memory.models import Memory
 from memory.prompt_files import prompt_files_rebuild
 from memory.reviewer import review_conversation
-from memory.search import ann
+from memory.search import ann, vector_files
 from memory.vectors import embed_pass
 
 
@@ -53,9 +53,13 @@ def embed_pending_task(agent_id: str | None = None):
 
 
 def vector_index_task(agent_id: str | None = None):
-    """Build or bring up to date this node's approximate indexes of the scopes past exact search's limit."""
+    """Build or bring up to date this node's approximate indexes of the scopes past exact search's limit,
+    and delete its files of scopes' vectors that no search will read again."""
     model = embeddings.embedder()
     if model is None:
         return {}
     done = ann.refresh(model.model_id, model.dimensions, agent_id=agent_id)
-    return {f"{agent}:{kind}": outcome for (agent, kind), outcome in done.items()}
+    outcomes = {f"{agent}:{kind}": outcome for (agent, kind), outcome in done.items()}
+    if swept := vector_files.sweep(model.model_id, agent_id):
+        outcomes["scope_files_removed"] = swept
+    return outcomes

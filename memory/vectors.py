@@ -47,9 +47,10 @@ _queued_at = 0.0
 _queue_lock = threading.Lock()
 
 
-def vectors_generation(agent_id: str) -> str:
-    """Bumped whenever an agent's vectors are removed (the caches of vectors drop what they hold)."""
-    return f"vectors:{agent_id}"
+def vectors_generation(agent_id: str, kind: str) -> str:
+    """Bumped whenever vectors of this kind of an agent are removed (the caches of such vectors drop what
+    they hold): a changed memory row leaves the cached message vectors alone."""
+    return f"vectors:{agent_id}:{kind}"
 
 
 def embeddable_messages():
@@ -190,7 +191,7 @@ def embeddings_backend_off() -> bool:
 def forget_memory_vectors(memory_ids, agent_id: str) -> None:
     """Drop the vectors of memory rows (call in the transaction that changes or archives them)."""
     if Embedding.objects.filter(kind=Kind.MEMORY, object_id__in=list(memory_ids)).delete()[0]:
-        generations.bump(vectors_generation(agent_id))
+        generations.bump(vectors_generation(agent_id, Kind.MEMORY))
 
 
 def forget_message_vectors(queryset, agent_id: str) -> int:
@@ -198,7 +199,7 @@ def forget_message_vectors(queryset, agent_id: str) -> int:
     index to be rebuilt without them after the commit (`memory.search.ann`)."""
     deleted = Embedding.objects.filter(kind=Kind.MESSAGE, object_id__in=queryset.values("pk")).delete()[0]
     if deleted:
-        generations.bump(vectors_generation(agent_id))
+        generations.bump(vectors_generation(agent_id, Kind.MESSAGE))
         enqueue_after_commit("memory.tasks.vector_index_task", agent_id, keep=False, task_name="vector index",
                              group="embeddings")
     return deleted

@@ -27,7 +27,7 @@ from fermix_site import generations
 from fermix_site.conf import conf
 from memory import embeddings
 from memory.models import Embedding, Memory, Message, memories_generation
-from memory.search import ann, any_after, orm_filters, passing
+from memory.search import ann, any_after, orm_filters, passing, vector_files
 from memory.search.rank import Scored
 from memory.vectors import EMBEDDED_KINDS, GRACE, vectors_generation
 
@@ -87,20 +87,21 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
     hold yet), read once and kept current."""
     limit = conf.embeddings.exact_max_vectors
     key = (model_id, kind, tuple(sorted(scope.items())), after_id)
-    generation = generations.current([vectors_generation(scope["agent_id"])])
+    generation = generations.current([vectors_generation(scope["agent_id"], kind)])
     with _lock:
         entry = _cache.get(key)
         too_large = _too_large.get(key) == generation
     if too_large or (entry is not None and len(entry.ids) > limit):  # (the limit may have been lowered)
         raise TooLarge(f"more than {limit:,} vectors in scope")
     if entry is None or entry.generation != generation:
+        entry = _from_file(model_id, dimensions, kind, scope, generation) if not after_id else None
         # Counted by ids alone, so the scope's index answers without reading a vector.
-        if not after_id and _rows(model_id, kind, scope, after_id, ("id",))[:limit + 1].count() > limit:
+        if entry is None and not after_id and _rows(model_id, kind, scope, 0, ("id",))[:limit + 1].count() > limit:
             with _lock:
                 _too_large[key] = generation  # vectors only grow between removals: no need to count again
             raise TooLarge(f"more than {limit:,} vectors in scope")
-        entry = _Entry(generation, np.zeros(0, dtype=np.int64), np.zeros((0, dimensions), dtype=np.float16),
-                       after_id, top_object)
+        entry = entry or _Entry(generation, np.zeros(0, dtype=np.int64), np.zeros((0, dimensions), dtype=np.float16),
+                                after_id, top_object)
     if after_id:
         rows, last_id = _recent(model_id, kind, scope["agent_id"], entry.last_id, limit)
     else:
@@ -113,6 +114,9 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
         entry = _Entry(generation, np.concatenate([entry.ids, np.fromiter((r[1] for r in rows), dtype=np.int64)]),
                        np.concatenate([entry.matrix, added]), last_id,
                        max(entry.top_object, max(r[1] for r in rows)))
+        if not after_id and len(rows) >= vector_files.FROM_VECTORS:  # the node's next processes read the file
+            vector_files.write(model_id, kind, scope, generation,
+                               vector_files.Stored(entry.ids, entry.matrix, entry.last_id, entry.top_object))
     elif last_id != entry.last_id:
         entry = _Entry(generation, entry.ids, entry.matrix, last_id, entry.top_object)
     with _lock:
@@ -120,6 +124,14 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
             _cache.pop(next(iter(_cache)))
         _cache[key] = entry
     return entry
+
+
+def _from_file(model_id: str, dimensions: int, kind: str, scope: dict, generation: tuple[int, ...]) -> _Entry | None:
+    """The scope's vectors as this node's file of them holds them (`memory.search.vector_files`), if current."""
+    stored = vector_files.read(model_id, kind, scope, generation, dimensions)
+    if stored is None:
+        return None
+    return _Entry(generation, stored.ids, stored.matrix, stored.last_id, stored.top_object)
 
 
 def clear() -> None:
@@ -144,7 +156,7 @@ def incomplete(kind: str, model, filters: dict, top_object: int, has_vectors: bo
     # changed) is kept until a row or a vector of the agent changes, or a vector is added (`last_id`).
     agent_id = filters["agent_id"]
     key = (model.model_id, kind, tuple(sorted((k, repr(v)) for k, v in filters.items())), last_id)
-    names = [memories_generation(agent_id), vectors_generation(agent_id)]
+    names = [memories_generation(agent_id), vectors_generation(agent_id, kind)]
 
     def oldest_waiting():
         embedded = Embedding.objects.filter(model_id=model.model_id, kind=kind, object_id=OuterRef("pk"))

@@ -1,0 +1,161 @@
+"""A node's files of large scopes' vectors: written by the process that read a scope from the database,
+read by the node's next processes, never read once a vector of theirs was removed, swept away.
+
+Real vectors (the `openai` backend on the loopback fake provider) in the real database and real files under
+FERMIX_HOME. A new process is what `semantic.clear()` leaves: no scope's vectors held. FROM_VECTORS is
+lowered so that a scope of a few dozen messages counts as large.
+"""
+
+import os
+import stat
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from fermix_site.conf import conf
+from memory import embeddings
+from memory.conversations import ConversationKey, message_append
+from memory.erasure import memory_forget_owner
+from memory.models import Embedding, Message
+from memory.rows import memory_replace
+from memory.search import semantic, vector_files
+from memory.tasks import vector_index_task
+from memory.tools import ToolContext, run_tool
+from memory.vectors import embed_pending, forget_message_vectors
+from tests.fakeprovider import embeddings_config_toml, provider_config_toml, use_config
+from tests.memory_factories import fact
+
+pytestmark = pytest.mark.django_db
+CONV = "telegram:5"
+SCOPE = {"agent_id": "main", "conversation": "telegram:5:root"}
+TOPICS = ["beagle walk park", "pottery class clay", "train ticket Leeds", "knee physio run", "pasta dinner wine"]
+
+
+@pytest.fixture
+def files(home, fake_provider, monkeypatch):
+    """Embeddings on, and a scope read with 20 or more vectors written to its file."""
+    monkeypatch.setattr(vector_files, "FROM_VECTORS", 20)
+    semantic.clear()
+    with use_config(provider_config_toml(fake_provider) + embeddings_config_toml(fake_provider, dimensions=32)):
+        yield fake_provider
+    semantic.clear()
+
+
+def said(n, owner="default", conversation=CONV):
+    return [message_append(agent_id="main", conversation=conversation, role="user", owner_id=owner,
+                           content=f"{TOPICS[i % len(TOPICS)]} number{i}", trust="operator") for i in range(n)]
+
+
+def recall(query="a walk with the dog", owner="default", conversation=CONV):
+    ctx = ToolContext(agent_id="main", owner_id=owner, trust="operator",
+                      conversation=ConversationKey.parse(conversation))
+    answer = run_tool("memory_recall", ctx, {"query": query, "scope": "current", "mode": "semantic",
+                                             "source": "history"})
+    assert answer.meta["mode"] == "semantic"
+    return [d["id"] for d in answer.data]
+
+
+def scope_file(scope=SCOPE):
+    return vector_files.path(embeddings.embedder().model_id, "message", scope)
+
+
+def newest_vector() -> int:
+    return Embedding.objects.order_by("-id").values_list("id", flat=True).first()
+
+
+def read_only_after(queries, last: int) -> bool:
+    """Whether the statements that read stored vectors read only those stored after `last` (each search
+    looks for new ones), so none that a file or the process already held."""
+    reads = [q["sql"] for q in queries if '"embeddings"."vector"' in q["sql"]]
+    return bool(reads) and all(f'"embeddings"."id" > {last}' in sql for sql in reads)
+
+
+def test_a_large_scope_read_from_the_database_is_written_to_a_file_the_next_process_reads(files):
+    said(30)
+    embed_pending()
+    first = recall()
+    path = scope_file()
+    assert path.exists() and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.is_relative_to(conf.home) and not list(path.parent.glob("*.tmp"))
+    semantic.clear()  # a new process
+    with CaptureQueriesContext(connection) as asked:
+        assert recall() == first
+    assert read_only_after(asked.captured_queries, newest_vector())
+
+
+def test_rows_stored_after_the_file_are_read_from_the_database_beside_it(files):
+    said(30)
+    embed_pending()
+    recall()
+    newest = said(1)[0]
+    embed_pending()
+    semantic.clear()
+    assert newest.id in recall(query=TOPICS[0] + " number0")  # found although the file does not hold it
+    assert newest.id in recall(query=TOPICS[0])
+
+
+def test_a_small_scope_is_not_written(files):
+    said(10)
+    embed_pending()
+    recall()
+    assert not scope_file().exists()
+
+
+def test_a_file_written_before_an_erasure_is_never_read_and_is_swept(files):
+    said(30, owner="bo", conversation="telegram:bo")
+    embed_pending()
+    bo = {"agent_id": "main", "conversation": "telegram:bo:root"}
+    recall(owner="bo", conversation="telegram:bo")
+    assert scope_file(bo).exists()
+    said(1)  # the owner's own conversation, kept
+    embed_pending()
+    memory_forget_owner(owner_id="bo")
+    semantic.clear()
+    assert recall(owner="bo", conversation="telegram:bo") == []  # the file's vectors are not used
+    assert not scope_file(bo).exists()  # ...and the stale file was deleted where found
+
+
+def test_the_schedule_sweeps_stale_files_and_abandoned_temporary_ones(files):
+    said(30)
+    embed_pending()
+    recall()
+    path = scope_file()
+    abandoned = path.with_name(path.name + ".123.tmp")
+    abandoned.write_bytes(b"half")
+    os.utime(abandoned, (0, 0))
+    assert vector_index_task() == {"scope_files_removed": 1}  # the abandoned one; the file is current
+    assert path.exists() and not abandoned.exists()
+    message_ids = said(1)
+    embed_pending()
+    memory_forget_owner(owner_id="nobody")  # removes nothing: the files stay current
+    assert path.exists()
+    forget_message_vectors(Message.objects.filter(pk=message_ids[0].pk), "main")
+    assert vector_index_task() == {"scope_files_removed": 1} and not path.exists()
+
+
+def test_a_changed_memory_row_leaves_the_message_vectors_held(files):
+    said(30)
+    row = fact("pet", "has a beagle", "identity")
+    embed_pending()
+    recall()
+    memory_replace(memory_id=row.id, value="has two beagles", actor_type="operator")
+    with CaptureQueriesContext(connection) as asked:
+        recall()
+    assert read_only_after(asked.captured_queries, newest_vector())  # the message vectors were not dropped
+    assert scope_file().exists()
+
+
+def test_a_damaged_file_is_not_read_and_is_deleted(files):
+    said(30)
+    embed_pending()
+    first = recall()
+    path = scope_file()
+    path.write_bytes(path.read_bytes()[:-100])  # cut short
+    semantic.clear()
+    assert recall() == first
+    assert path.exists()  # deleted, then written again from the database
+    path.write_bytes(b"not a vectors file at all")
+    semantic.clear()
+    assert recall() == first
+    assert vector_files.read(embeddings.embedder().model_id, "message", SCOPE, (0,), 32) is not None
