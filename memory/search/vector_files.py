@@ -36,7 +36,7 @@ from memory.vectors import vectors_generation
 
 logger = logging.getLogger("fermix.memory.vector_files")
 
-FROM_VECTORS = 2_000  # a scope read from the database with at least this many vectors is written to its file
+FROM_VECTORS = 500  # a scope read from the database with at least this many vectors is written to its file
 MAGIC = b"FERMIX-VECTORS-1"
 ALIGN = 64
 ABANDONED_S = 600  # a temporary file this old was left by a process that died writing it
