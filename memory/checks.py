@@ -56,12 +56,13 @@ def check_wal(app_configs=None, **kwargs):
     ]
 
 
-POSTGRES_SEARCH_INDEXES = ("messages_search_idx", "memories_search_idx", "messages_chat_search_idx")
+POSTGRES_SEARCH_INDEXES = ("messages_search_idx", "memories_search_idx", "messages_chat_search_idx",
+                           "messages_span_brin")
 
 
 @register()
 def check_search_indexes(app_configs=None, **kwargs):
-    """PostgreSQL: the GIN indexes recall relies on (migrations 0004 and 0008) are present."""
+    """PostgreSQL: the indexes recall relies on (migrations 0004, 0008 and 0014) are present."""
     rows = _rows("postgresql", queries.search_indexes)
     if not rows or not {table for table, _ in rows} >= {"messages", "memories"}:
         return []  # not migrated yet

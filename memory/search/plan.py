@@ -149,15 +149,26 @@ class DocumentFrequencies:
 document_frequencies = DocumentFrequencies()
 
 
-def collect(plan: list[Pass], run, budget: int = CANDIDATE_BUDGET) -> tuple[list[int], bool]:
-    """Run passes in order until `budget` candidate ids are collected: (ids, whether any pass was cut)."""
+def collect(plan: list[Pass], run, budget: int = CANDIDATE_BUDGET, *, batched: bool = False) -> tuple[list[int], bool]:
+    """Run passes in order until `budget` candidate ids are collected: (ids, whether any pass was cut).
+
+    `run(step)` returns a pass's ids; with `batched`, `run(steps)` returns each pass's ids, and is handed
+    every pass that runs whatever those before it find (their limits together cannot fill the budget),
+    so a backend may send them as one statement."""
     seen: dict[int, None] = {}
     cut = False
-    for step in plan:
-        ids = run(step)
-        cut = cut or len(ids) >= step.limit
-        for i in ids:
-            seen.setdefault(i, None)
-        if len(seen) >= budget:
-            return list(seen), True
+    first = 0
+    while first < len(plan):
+        last, worst = first + 1, len(seen) + plan[first].limit
+        while batched and last < len(plan) and worst < budget:
+            worst += plan[last].limit
+            last += 1
+        steps = plan[first:last]
+        for step, ids in zip(steps, run(steps) if batched else [run(steps[0])], strict=True):
+            cut = cut or len(ids) >= step.limit
+            for i in ids:
+                seen.setdefault(i, None)
+            if len(seen) >= budget:
+                return list(seen), True
+        first = last
     return list(seen), cut

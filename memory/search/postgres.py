@@ -13,16 +13,24 @@ would rank a message repeating "start" above the one naming "pottery"); ts_rank_
 length normalisation from PostgreSQL's own ranking. Every word is a bound parameter of
 `plainto_tsquery`/`phraseto_tsquery`, so no user text is ever tsquery syntax.
 
-Each pass takes its newest matches the cheapest way its word's frequency allows, since a pass's cost is
+Each pass takes its newest matches the cheapest way its words' frequency allows, since a pass's cost is
 the heap rows it visits (the planner, left alone, walks for any LIMIT or sorts every match):
 
 - a frequent word is walked newest first, the table's rows or one conversation's (`_walk_rows`:
-  about limit × rows / df rows; in a conversation at most WALK_BOUND times that, then the index);
-- a sparse one comes from the GIN index; over an agent's rows newest ids first (`_from_index`): sorting
-  by id needs each match's row, so the ids where about INDEX_WINDOW × limit matches are go first;
+  about limit × rows / the rows expected to hold all the pass's words; in a conversation at most
+  WALK_BOUND times that, then the index);
+- a sparse one comes from the GIN index; over an agent's rows newest ids first (`_windows`): sorting
+  by id needs each match's row, so the ids where about INDEX_WINDOW × limit matches are go first, their
+  pages picked by `messages_span_brin` (migration 0014) for a word in at most about 4,000 rows of a
+  million, then older ids sized by the density found;
 - in one conversation from `messages_chat_search_idx` alone, the other filters applied outside a
   fenced subquery (`_in_conversation`);
 - a quoted phrase's stop words size its pass (`english` keeps "weren", in 45 % of rows).
+
+A statement costs a round trip and its planning (about 0.3 ms) however little it reads, so a query
+sends few: the table's size and every word's lexemes in one, the rare words' probe in one, and the
+passes that run whatever the earlier ones find in one (`_run`, UNION ALL), about 8 in all for a
+question over every conversation where there were 20.
 
 The replies after the best hits are one statement (`following`). Measured in docs/performance.md.
 """
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 
 from django.db import connection
 from django.utils import timezone
@@ -46,11 +55,14 @@ EXHAUSTIVE_LIMIT = 500
 GIN_ROW_COST = 6
 WINDOWED_ROW_COST = 0.4
 NARROWING = ("owner_id", "scope_id", "created_at", "updated_at")  # filters that leave few of an agent's rows
-COUNT_PROBE = 200
+COUNT_PROBE = 50
 WALK_ROWS = 1_000  # in one conversation a pass walks its newest rows when it expects its matches within these
 WALK_BOUND = 4  # ...and reads at most this many times the rows expected before asking the index
 INDEX_WINDOW = 2  # an index pass first reads the ids where about twice its limit of matches are
-WINDOW_GROWTH = 4  # ...then four times as many older ids while matches are missing
+WINDOW_GROWTH = 4  # ...then older ids by the density found, or four times as many when it found none
+SUMMARISED = ("messages",)  # tables with page summaries of `id + 0` (migration 0014)
+SUMMARY_SPAN = 10  # an index pass narrows by the page summaries while its window has 10 ids a match or more
+CORRELATION = 32  # a pass of several words expects at least 1/32 of its rarest word's rows to hold them all
 
 
 def _tsquery(item: tuple[str, ...]) -> tuple[str, list]:
@@ -72,50 +84,114 @@ def _any(query: Query) -> tuple[str, list]:
     return f"({sql})", [" ".join(i) for i in items]
 
 
-def _ids(cursor, corpus, tsquery: str, params: list, filters: dict, limit: int, after_id: int = 0, *,
-         by_index: bool = False, before_id: int | None = None) -> list[int]:
+def _ids_sql(corpus, tsquery: str, params: list, filters: dict, limit: int, after_id: int = 0, *,
+             by_index: bool = False, summarised: bool = False, before_id: int | None = None) -> tuple[str, list]:
     """The newest `limit` ids matching `tsquery` in (after_id, before_id). `by_index`: the matches are sparse,
-    so they are taken from the GIN index and sorted (`id + 0` is no index order the planner could walk)."""
+    so they are taken from the GIN index and sorted (`id + 0` is no order the planner could walk).
+    `summarised`: the bounds too are on `id + 0`, which only `messages_span_brin` (migration 0014) serves,
+    so the GIN bitmap is narrowed to the pages of the id window before the heap is read."""
     where, where_params = where_sql("t", filters)
-    order = "t.id + 0" if by_index else "t.id"
-    before = "" if before_id is None else "AND t.id < %s "
-    cursor.execute(f"SELECT t.id FROM {corpus.table} t WHERE t.search_vector @@ {tsquery} AND {where} "
-                   f"AND t.id > %s {before}ORDER BY {order} DESC LIMIT %s",
-                   [*params, *where_params, after_id, *([] if before_id is None else [before_id]), limit])
+    key = "t.id + 0" if summarised else "t.id"
+    before = "" if before_id is None else f"AND {key} < %s "
+    return (f"SELECT t.id FROM {corpus.table} t WHERE t.search_vector @@ {tsquery} AND {where} "
+            f"AND {key} > %s {before}ORDER BY {'t.id + 0' if by_index else 't.id'} DESC LIMIT %s",
+            [*params, *where_params, after_id, *([] if before_id is None else [before_id]), limit])
+
+
+def _ids(cursor, corpus, tsquery: str, params: list, filters: dict, limit: int, after_id: int = 0) -> list[int]:
+    cursor.execute(*_ids_sql(corpus, tsquery, params, filters, limit, after_id))
     return [row[0] for row in cursor.fetchall()]
 
 
-def _from_index(cursor, corpus, tsquery: str, params: list, filters: dict, step: plan.Pass, walk: float,
-                max_id: int) -> list[int]:
-    """The newest `limit` matches from the GIN index, newest rows first: those among the last
-    INDEX_WINDOW × `walk` ids (where about INDEX_WINDOW × limit matches are), then WINDOW_GROWTH times
-    as many older ids, and so on while matches are missing. Sorting by id needs every match's row from
-    the heap; bounded by the id range, the index hands over only the recent ones (a word in 3,800 rows:
-    260 heap blocks instead of 3,700)."""
-    found: list[int] = []
-    span, before = INDEX_WINDOW * walk, None
-    while len(found) < step.limit:
-        start = max(int(max_id - span), step.after_id)
-        found += _ids(cursor, corpus, tsquery, params, filters, step.limit - len(found), start, by_index=True,
-                      before_id=before)
-        if start == step.after_id:
-            break
-        span, before = span * WINDOW_GROWTH, start + 1
+# A pass's statements: given the ids the pass found so far, its next statement (sql, params; newest ids
+# first), or None when it has read all it may.
+Statements = Callable[[list[int]], tuple[str, list] | None]
+
+
+def _in_order(*statements: Callable[[list[int]], tuple[str, list]]) -> Statements:
+    pending = list(statements)
+    return lambda found: pending.pop(0)(found) if pending else None
+
+
+def _run(cursor, passes: list[tuple[plan.Pass, Statements]]) -> list[list[int]]:
+    """Each pass's ids: the first statement of every pass in one round trip (UNION ALL), then the next
+    statements of each pass still short of its limit, one by one. A statement costs a round trip and
+    its planning (about 0.3 ms) however little it reads."""
+    first = [statements([]) for _, statements in passes]
+    if len(first) == 1:
+        cursor.execute(*first[0])
+        found = [[row[0] for row in cursor.fetchall()]]
+    else:
+        cursor.execute(" UNION ALL ".join(f"(SELECT {n} AS pass, p.id FROM ({sql}) p)" for n, (sql, _) in
+                                          enumerate(first)), [param for _, params in first for param in params])
+        found = [[] for _ in passes]
+        for n, pk in cursor.fetchall():
+            found[n].append(pk)
+        for ids in found:
+            ids.sort(reverse=True)
+    for (step, statements), ids in zip(passes, found, strict=True):
+        while len(ids) < step.limit and (statement := statements(ids)) is not None:
+            cursor.execute(*statement)
+            ids += [row[0] for row in cursor.fetchall()]
     return found
+
+
+def _windows(corpus, tsquery: str, params: list, filters: dict, step: plan.Pass, walk: float,
+             max_id: int) -> Statements:
+    """The newest `limit` matches from the GIN index, newest rows first: those among the last
+    INDEX_WINDOW × `walk` ids (where about INDEX_WINDOW × limit matches are), then, while matches are
+    missing, older ids where INDEX_WINDOW times as many as are missing should be at the density found
+    so far (WINDOW_GROWTH times the ids read when none was found). Sorting by id needs every match's
+    row from the heap; bounded by the id range, the index hands over only the recent ones (a word in
+    1,800 rows: 81 heap blocks instead of 1,780 for its newest 40). A fixed fourfold growth read 300
+    matches of a word for the last one of 80.
+
+    The pages of the window come from `messages_span_brin` while the window spans SUMMARY_SPAN ids or
+    more for each row holding the pass's words (about 4,000 rows for a single word at a million). Past
+    that the planner intersects the two bitmaps page by page and rechecks every row of a page with a
+    match (4,700 rows for a word in 9,600), which costs more than fetching the word's own rows."""
+    read_from: list[int] = []  # where the last window started
+    summarised = corpus.table in SUMMARISED and INDEX_WINDOW * walk >= SUMMARY_SPAN * step.limit * max_id / walk
+
+    def statement(found: list[int]) -> tuple[str, list] | None:
+        if not read_from:
+            span, before = INDEX_WINDOW * walk, None
+        elif read_from[-1] <= step.after_id:
+            return None
+        else:
+            read = max_id - read_from[-1]
+            missing = step.limit - len(found)
+            span = read + (INDEX_WINDOW * missing * read / len(found) if found else read * (WINDOW_GROWTH - 1))
+            before = read_from[-1] + 1
+        read_from.append(max(int(max_id - span), step.after_id))
+        return _ids_sql(corpus, tsquery, params, filters, step.limit - len(found), read_from[-1], by_index=True,
+                        summarised=summarised, before_id=before)
+
+    return statement
 
 
 def _walk_rows(step: plan.Pass, df: dict[str, float], max_id: int) -> float | None:
     """How many rows a walk newest first reads to find the pass's `limit` matches (about limit × rows /
-    df of its rarest word), or None when no word's frequency is known."""
-    known = [df[s] for item in step.words for w in item if (s := stem(w)) in df]
-    if not known:
+    the rows expected to hold all its items), or None when no word's frequency is known.
+
+    A phrase holds no more rows than its rarest word. Items are taken as independent, but never as
+    rarer than 1/CORRELATION of the rarest: words that meet are rarely independent, and the guess sizes
+    an index pass's first window (CORRELATION times the matches it needs when the words always meet).
+    Taken as rare as its rarest item, a pair of words in 1,800 rows each was read in three windows of
+    ids, and pairs of common words that rarely meet were walked newest first (19–22 ms a pass)."""
+    items = [min(known) for item in step.words if (known := [df[s] for w in item if (s := stem(w)) in df])]
+    if not items:
         return None
-    return step.limit * max_id / max(min(known), 1.0)
+    rarest = max(min(items), 1.0)
+    together = max_id
+    for share in items:
+        together *= min(share / max_id, 1.0)
+    return step.limit * max_id / max(together, rarest / CORRELATION, 1.0)
 
 
 def _agent_wide(filters: dict) -> bool:
     """Whether the filters keep most of an agent's rows (scope all): then the newest ids hold a pass's
-    newest matches, and an index pass reads them first (`_from_index`)."""
+    newest matches, and an index pass reads them first (`_windows`)."""
     return not any(column_of(column) in NARROWING for column in filters)
 
 
@@ -135,8 +211,8 @@ def _by_index(step: plan.Pass, df: dict[str, float], max_id: int, filters: dict)
     return walk is not None and cost * step.limit * max_id / walk < walk
 
 
-def _in_conversation(cursor, corpus, tsquery: str, params: list, filters: dict, step: plan.Pass,
-                     walk: float | None) -> list[int]:
+def _in_conversation(corpus, tsquery: str, params: list, filters: dict, step: plan.Pass,
+                     walk: float | None) -> Statements:
     """The newest `limit` matches in one conversation: a common word's from the conversation's newest
     rows, walked (at most WALK_BOUND × the rows expected), the rest from `messages_chat_search_idx`.
 
@@ -148,21 +224,21 @@ def _in_conversation(cursor, corpus, tsquery: str, params: list, filters: dict, 
     the filters outside it.
     """
     where, where_params = where_sql("t", filters)
-    found: list[int] = []
-    if walk is not None and walk <= WALK_ROWS:
-        cursor.execute(f"SELECT w.id FROM (SELECT t.id, t.search_vector FROM {corpus.table} t WHERE {where} "
-                       f"AND t.id > %s ORDER BY t.id DESC LIMIT %s) w WHERE w.search_vector @@ {tsquery} "
-                       f"ORDER BY w.id DESC LIMIT %s",
-                       [*where_params, step.after_id, int(walk * WALK_BOUND) + step.limit, *params, step.limit])
-        found = [row[0] for row in cursor.fetchall()]
-        if len(found) >= step.limit:
-            return found
-    older = "AND t.id < %s" if found else ""
-    cursor.execute(f"SELECT t.id FROM (SELECT * FROM {corpus.table} t WHERE t.chat_id = %s AND "
-                   f"t.search_vector @@ {tsquery} AND t.id > %s {older} OFFSET 0) t WHERE {where} "
-                   f"ORDER BY t.id DESC LIMIT %s",
-                   [filters["chat_id"], *params, step.after_id, *found[-1:], *where_params, step.limit - len(found)])
-    return found + [row[0] for row in cursor.fetchall()]
+
+    def walked(found: list[int]) -> tuple[str, list]:
+        return (f"SELECT w.id FROM (SELECT t.id, t.search_vector FROM {corpus.table} t WHERE {where} "
+                f"AND t.id > %s ORDER BY t.id DESC LIMIT %s) w WHERE w.search_vector @@ {tsquery} "
+                f"ORDER BY w.id DESC LIMIT %s",
+                [*where_params, step.after_id, int(walk * WALK_BOUND) + step.limit, *params, step.limit])
+
+    def indexed(found: list[int]) -> tuple[str, list]:
+        older = "AND t.id < %s" if found else ""
+        return (f"SELECT t.id FROM (SELECT * FROM {corpus.table} t WHERE t.chat_id = %s AND "
+                f"t.search_vector @@ {tsquery} AND t.id > %s {older} OFFSET 0) t WHERE {where} "
+                f"ORDER BY t.id DESC LIMIT %s",
+                [filters["chat_id"], *params, step.after_id, *found[-1:], *where_params, step.limit - len(found)])
+
+    return _in_order(walked, indexed) if walk is not None and walk <= WALK_ROWS else _in_order(indexed)
 
 
 class _CommonLexemes:
@@ -190,55 +266,63 @@ class _CommonLexemes:
 common_lexemes = _CommonLexemes()
 
 
-def _document_frequencies(cursor, corpus, query: Query, max_id: int, *,
-                          phrase_words: bool = False) -> dict[str, float]:
-    """How many rows hold each term: from the planner's statistics for a common lexeme, else counted
-    through the GIN index up to COUNT_PROBE rows (each a heap block to visit; a word outside the
-    statistics is rarer than every word in them, and one with more matches than the probe is placed
-    between the two). Never `ORDER BY id … LIMIT`: for a rare word the planner may walk the whole
-    table backwards looking for it."""
+def _document_frequencies(cursor, corpus, query: Query) -> tuple[int, dict[str, float], dict[str, float]]:
+    """The table's highest id (its size, for idf), how many rows hold each term, and each word sizing a
+    pass (the terms, and the phrases' other words): from the planner's statistics for a common lexeme,
+    else from a probe of the GIN index (`_probe`; a word outside the statistics is rarer than every
+    word in them). The id and every word's lexemes come in one statement, as each statement costs a
+    round trip and its planning. Never `ORDER BY id … LIMIT`: for a rare word the planner may walk the
+    whole table backwards looking for it."""
+    words = [*query.terms, *_phrase_words(query)]
+    cursor.execute(f"SELECT (SELECT max(id) FROM {corpus.table}), (SELECT json_object_agg(w, tsvector_to_array("
+                   f"to_tsvector('{CONFIG}', w))) FROM unnest(%s::text[]) AS w)", [[t.word for t in words]])
+    max_id, lexemes = cursor.fetchone()
+    max_id, lexemes = max_id or 0, lexemes or {}
     out, missing = {}, []
-    for term in _phrase_words(query) if phrase_words else query.terms:
+    for term in words:
         df = plan.document_frequencies.get((connection.alias, corpus.table, term.stem), max_id)
         if df is None:
             missing.append(term)
         else:
             out[term.stem] = df
-    if not missing:
-        return out
-    shares, least = common_lexemes.get(cursor, corpus.table)
-    cursor.execute(f"SELECT w, tsvector_to_array(to_tsvector('{CONFIG}', w)) FROM unnest(%s::text[]) AS w",
-                   [[t.word for t in missing]])
-    lexemes = dict(cursor.fetchall())
+    shares, least = common_lexemes.get(cursor, corpus.table) if missing and max_id else ({}, 0.0)
     counted = []
     for term in missing:
         found = lexemes.get(term.word) or []
-        if phrase_words and not found:
+        if not found and term not in query.terms:
             continue  # a stop word of the `english` configuration: the phrase's tsquery leaves it out
         if found and all(lexeme in shares for lexeme in found):
             out[term.stem] = min(shares[lexeme] for lexeme in found) * max_id
         else:
             counted.append(term)
-    counts = _probe_counts(cursor, corpus, [t.word for t in counted])
+    probed = _probe(cursor, corpus, [t.word for t in counted])
     for term in counted:
-        count = counts.get(term.word, 0)
-        # Beyond the probe, somewhere below the least common word of the statistics: in between.
-        out[term.stem] = float(count) if count < COUNT_PROBE else max(float(COUNT_PROBE),
-                                                                      (COUNT_PROBE * least * max_id) ** 0.5)
+        out[term.stem] = min(probed.get(term.word, 0.0), max(least * max_id, float(COUNT_PROBE)))
     for term in missing:
         if term.stem in out:
             plan.document_frequencies.put((connection.alias, corpus.table, term.stem), max_id, out[term.stem])
-    return out
+    terms = {t.stem for t in query.terms}
+    return max_id, {k: v for k, v in out.items() if k in terms}, out
 
 
-def _probe_counts(cursor, corpus, words: list[str]) -> dict[str, int]:
-    """Each word's rows counted through the GIN index up to COUNT_PROBE, all words in one statement."""
+def _probe(cursor, corpus, words: list[str]) -> dict[str, float]:
+    """Each word's rows through the GIN index, all words in one statement: counted when fewer than
+    COUNT_PROBE, else estimated from how far into the heap its first COUNT_PROBE matches reach. A
+    bitmap scan hands rows over in heap order, so when they lie in the first `b` of `pages` blocks
+    there are about COUNT_PROBE × pages / b (within 8 % for three words of 1,700–9,600 rows of a million).
+    Each match read is a heap block: counting up to 200 read 410 blocks for a query of four words over
+    every conversation, and a word past the count was only known to lie between 200 rows and the
+    statistics' least common word (the 1,800 rows of one were taken for 570)."""
     if not words:
         return {}
-    cursor.execute(f"SELECT w, (SELECT count(*) FROM (SELECT 1 FROM {corpus.table} t WHERE t.search_vector @@ "
-                   f"phraseto_tsquery('{CONFIG}', w) LIMIT %s) AS hits) FROM unnest(%s::text[]) AS w",
-                   [COUNT_PROBE, words])
-    return dict(cursor.fetchall())
+    cursor.execute(f"SELECT w, (SELECT array[count(*), max(b) + 1] FROM (SELECT (t.ctid::text::point)[0] AS b "
+                   f"FROM {corpus.table} t WHERE t.search_vector @@ phraseto_tsquery('{CONFIG}', w) LIMIT %s) "
+                   f"AS hits), pg_relation_size(%s) / current_setting('block_size')::int FROM unnest(%s::text[]) AS w",
+                   [COUNT_PROBE, corpus.table, words])
+    out = {}
+    for word, (count, reach), pages in cursor.fetchall():
+        out[word] = float(count) if count < COUNT_PROBE else COUNT_PROBE * max(pages, reach) / reach
+    return out
 
 
 def _phrase_words(query: Query) -> list[Term]:
@@ -323,27 +407,27 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
     with connection.cursor() as cursor:
         if query.require_all:
             return _every_word(cursor, corpus, query, filters, limit)
-        cursor.execute(f"SELECT max(id) FROM {corpus.table}")
-        max_id = cursor.fetchone()[0] or 0
+        # Phrase words that are not terms (stop words) size the phrase passes only, not the ranking.
+        max_id, df, sizes = _document_frequencies(cursor, corpus, query)
         if not max_id:
             return []
-        df = _document_frequencies(cursor, corpus, query, max_id)
-        # Phrase words that are not terms (stop words) size the phrase passes only, not the ranking.
-        sizes = {**df, **_document_frequencies(cursor, corpus, query, max_id, phrase_words=True)}
 
-        def run(step: plan.Pass) -> list[int]:
+        def statements(step: plan.Pass) -> tuple[plan.Pass, Statements]:
             sql, params = _all(step.words)
             if isinstance(filters.get("chat_id"), str):
-                return _in_conversation(cursor, corpus, sql, params, filters, step, _walk_rows(step, sizes, max_id))
-            if not _by_index(step, sizes, max_id, filters):
-                return _ids(cursor, corpus, sql, params, filters, step.limit, step.after_id)
-            if _agent_wide(filters):
-                return _from_index(cursor, corpus, sql, params, filters, step, _walk_rows(step, sizes, max_id), max_id)
-            return _ids(cursor, corpus, sql, params, filters, step.limit, step.after_id, by_index=True)
+                return step, _in_conversation(corpus, sql, params, filters, step, _walk_rows(step, sizes, max_id))
+            by_index = _by_index(step, sizes, max_id, filters)
+            if by_index and _agent_wide(filters):
+                return step, _windows(corpus, sql, params, filters, step, _walk_rows(step, sizes, max_id), max_id)
+            return step, _in_order(lambda found: _ids_sql(corpus, sql, params, filters, step.limit, step.after_id,
+                                                          by_index=by_index))
 
-        ids, cut = plan.collect(plan.passes(query, sizes, max_id), run)
+        def run(steps: list[plan.Pass]) -> list[list[int]]:
+            return _run(cursor, [statements(step) for step in steps])
+
+        ids, cut = plan.collect(plan.passes(query, sizes, max_id), run, batched=True)
         if not ids and (fallback := plan.fallback(query, sizes)):  # the passes apply the filters
-            ids, _ = plan.collect(fallback, run)
+            ids, _ = plan.collect(fallback, run, batched=True)
             cut = True  # still nothing: the exhaustive pass
         if cut and len(ids) < limit:
             sql, params = _any(query)

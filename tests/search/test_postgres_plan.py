@@ -3,11 +3,12 @@ take their matches from the GIN index instead of walking the table newest first.
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memory import search
 from memory.models import Message
-from memory.search import plan
+from memory.search import Corpus, plan
 from memory.search import postgres as backend
 from memory.search.text import analyse
 
@@ -27,6 +28,19 @@ def test_sparse_matches_come_from_the_index_and_a_common_word_in_one_conversatio
     assert backend._walk_rows(one_word, {"potteri": 200_000}, 1_000_000) <= backend.WALK_ROWS
     assert backend._walk_rows(one_word, {"potteri": 1_000}, 1_000_000) > backend.WALK_ROWS
     assert backend._walk_rows(one_word, {}, 1_000_000) is None
+
+
+def test_a_pass_of_several_words_expects_them_together_in_fewer_rows_than_its_rarest():
+    pair = plan.Pass((("walnut",), ("harbor",)), 40)
+    phrase = plan.Pass((("walnut", "harbor"),), 40)
+    rows = 1_000_000
+    # Two words in 2,000 rows each: taken as independent they meet in 4 rows, but words that meet are
+    # rarely independent, so the pass expects at least 1/CORRELATION of the rarest's rows (62.5).
+    assert backend._walk_rows(pair, {"walnut": 2_000, "harbor": 2_000}, rows) == 40 * rows / (2_000 / 32)
+    # Two common words: independent, 100,000 × 200,000 / 1,000,000 = 20,000 rows hold both.
+    assert backend._walk_rows(pair, {"walnut": 100_000, "harbor": 200_000}, rows) == pytest.approx(40 * rows / 20_000)
+    # A phrase is one item: no rarer than its rarest word.
+    assert backend._walk_rows(phrase, {"walnut": 2_000, "harbor": 2_000}, rows) == 40 * rows / 2_000
 
 
 @pytest.fixture
@@ -64,9 +78,10 @@ def test_a_pass_in_one_conversation_finds_its_newest_matches_walked_or_from_the_
     step = plan.Pass((("walnut",),), 15)
     with connection.cursor() as cursor:
         # 5 rows expected for 15 matches: the walk reads the newest 35 rows, which hold one.
-        walked = backend._in_conversation(cursor, search.MESSAGES, sql, params, filters, step, walk=5.0)
-        indexed = backend._in_conversation(cursor, search.MESSAGES, sql, params, filters, step, walk=None)
-        other = backend._in_conversation(cursor, search.MESSAGES, sql, params, {**filters, "chat_id": "8"}, step, 5.0)
+        def run(scope, walk):
+            return backend._run(cursor, [(step, backend._in_conversation(search.MESSAGES, sql, params, scope, step,
+                                                                         walk))])[0]
+        walked, indexed, other = run(filters, 5.0), run(filters, None), run({**filters, "chat_id": "8"}, 5.0)
     assert walked == indexed == _newest(ids, match, 15)
     assert other == []
 
@@ -80,14 +95,88 @@ def test_an_index_pass_reads_the_newest_ids_first_and_then_the_older_ones(ids_gi
     sql, params = backend._all((("walnut",),))
     step = plan.Pass((("walnut",),), 15)
     scope = {"agent_id": "main"}
+    def newest(step, walk):
+        return backend._run(cursor, [(step, backend._windows(search.MESSAGES, sql, params, scope, step, walk,
+                                                             ids[-1]))])[0]
     with connection.cursor() as cursor:
         # 5 rows expected for 15 matches: the window is the newest 10 ids.
-        found = backend._from_index(cursor, search.MESSAGES, sql, params, scope, step, 5.0, ids[-1])
-        whole = backend._from_index(cursor, search.MESSAGES, sql, params, scope, step, 1e6, ids[-1])
-        after = backend._from_index(cursor, search.MESSAGES, sql, params, scope,
-                                    plan.Pass(step.words, 15, after_id=ids[10]), 5.0, ids[-1])
+        found, whole = newest(step, 5.0), newest(step, 1e6)
+        after = newest(plan.Pass(step.words, 15, after_id=ids[10]), 5.0)
     assert found == whole == _newest(ids, match, 15)
     assert after == [pk for pk in _newest(ids, match, 15) if pk > ids[10]]
+
+
+def test_an_index_pass_short_of_a_few_matches_reads_only_the_older_ids_they_should_be_in():
+    step = plan.Pass((("walnut",),), 80)
+    sql, params = backend._all(step.words)
+    statements = backend._windows(search.MESSAGES, sql, params, {"agent_id": "main"}, step, 10_000.0, 1_000_000)
+    # 80 matches expected in the newest 10,000 ids: the first window is twice that.
+    assert statements([])[1][-2:] == [980_000, 80]
+    # 79 found in those 20,000 ids: the last one should be within 253 more; twice that are read.
+    assert statements(list(range(79)))[1][-3:] == [979_493, 980_001, 1]
+    # None found there: the same density again, over the 20,507 ids read so far.
+    assert statements(list(range(79)))[1][-3:] == [978_973, 979_494, 1]
+    # A pass that has found nothing reads four times the ids read so far, down to its floor, no further.
+    floored = backend._windows(search.MESSAGES, sql, params, {"agent_id": "main"},
+                               plan.Pass(step.words, 80, after_id=950_000), 10_000.0, 1_000_000)
+    assert floored([])[1][-2:] == [980_000, 80]
+    assert floored([])[1][-3:] == [950_000, 980_001, 80]
+    assert floored([]) is None
+
+
+def test_an_index_pass_narrows_to_its_pages_by_their_summaries_while_its_window_is_wide_for_its_matches():
+    step = plan.Pass((("walnut",),), 80)
+    sql, params = backend._all(step.words)
+
+    def first_statement(corpus, walk):
+        return backend._windows(corpus, sql, params, {"agent_id": "main"}, step, walk, 1_000_000)([])[0]
+
+    # A word in 800 rows: 200,000 ids for its 160 newest matches, the summaries pick their pages.
+    assert "t.id + 0 > %s" in first_statement(search.MESSAGES, 100_000.0)
+    # A word in 8,000 rows: 20,000 ids would be intersected page by page; its own rows are cheaper.
+    assert "t.id > %s" in first_statement(search.MESSAGES, 10_000.0)
+    assert "t.id > %s" in first_statement(search.MEMORIES, 100_000.0)  # no summaries of memory rows
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL passes")
+def test_passes_sent_together_find_what_each_finds_alone_in_one_round_trip(ids_given_back):
+    def match(i):
+        return i < 30 or i in (185, 195)  # "walnut harbor"; every other row "maple ridge"
+    ids = _conversation(200, match)
+    scope = {"agent_id": "main"}
+    steps = [plan.Pass((("walnut",),), 15), plan.Pass((("maple",),), 10),
+             plan.Pass((("walnut",), ("harbor",)), 5, after_id=ids[10])]
+
+    def statements(step):
+        sql, params = backend._all(step.words)
+        # The first pass expects its matches among the newest 10 ids, which hold one: it reads on, older.
+        walk = 5.0 if step is steps[0] else 1e6
+        return step, backend._windows(search.MESSAGES, sql, params, scope, step, walk, ids[-1])
+
+    with CaptureQueriesContext(connection) as sent, connection.cursor() as cursor:
+        together = backend._run(cursor, [statements(step) for step in steps])
+    with connection.cursor() as cursor:
+        alone = [backend._run(cursor, [statements(step)])[0] for step in steps]
+    assert together == alone == [_newest(ids, match, 15), _newest(ids, lambda i: not match(i), 10),
+                                 [pk for pk in _newest(ids, match, 5) if pk > ids[10]]]
+    # One statement for the three first windows, then one for the first pass's older ids, where its 14
+    # missing matches should be at the density of its first window (1 in 10 ids): all of them.
+    assert len(sent) == 2 and "UNION ALL" in sent[0]["sql"]
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL probe")
+def test_a_word_past_the_probe_is_estimated_from_how_far_its_first_matches_reach():
+    with connection.cursor() as cursor:
+        # About 18 rows a page, as messages of a few dozen words: "walnut" in every eighth of 2,000 rows.
+        cursor.execute("CREATE TEMP TABLE probed AS SELECT i AS id, to_tsvector('english', "
+                       "CASE WHEN i % 8 = 0 THEN 'walnut ' ELSE '' END || CASE WHEN i < 30 THEN 'quartz ' ELSE '' "
+                       "END || repeat('maple ridge ', 30)) AS search_vector FROM generate_series(1, 2000) AS i")
+        found = backend._probe(cursor, Corpus(Message, "probed", ("content",), "created_at"),
+                               ["walnut", "quartz", "zebra"])
+    assert found["walnut"] == pytest.approx(250, rel=0.2)  # 50 matches in the first fifth of the pages
+    assert found["quartz"] == 29 and found["zebra"] == 0  # fewer than the probe: counted
 
 
 @pytest.mark.django_db(transaction=True)
@@ -120,7 +209,7 @@ def _check_frequencies():
         backend.common_lexemes._entries.clear()
         shares, _ = backend.common_lexemes.get(cursor, "messages")
         assert shares["walnut"] == pytest.approx(1.0) and "quartz" not in shares
-        df = backend._document_frequencies(cursor, search.MESSAGES, analyse("walnut zebra quartz"), max_id)
+        _, df, _ = backend._document_frequencies(cursor, search.MESSAGES, analyse("walnut zebra quartz"))
     assert df["walnut"] == pytest.approx(max_id)  # every row: the statistics' share times the rows
     assert df["zebra"] == pytest.approx(6 * max_id / 600)
     assert df["quartz"] == 1  # outside the statistics' common words: counted through the index
@@ -135,8 +224,6 @@ def test_a_phrase_of_stop_words_is_sized_by_the_words_the_index_keeps(ids_given_
     Message.objects.filter(chat_id="7").update(content="they weren further along")
     query = analyse('"weren further"')
     with connection.cursor() as cursor:
-        cursor.execute("SELECT max(id) FROM messages")
-        max_id = cursor.fetchone()[0]
-        sizes = backend._document_frequencies(cursor, search.MESSAGES, query, max_id, phrase_words=True)
+        _, _, sizes = backend._document_frequencies(cursor, search.MESSAGES, query)
     # "weren" is one of our stop words but a lexeme of `english`; "further" is a stop word of both.
     assert not query.terms and sizes == {"weren": 30}

@@ -89,6 +89,22 @@ def test_collect_stops_at_the_budget():
     assert len(calls) == 2 and len(ids) == 250 and cut
 
 
+def test_collect_hands_over_together_the_passes_that_run_whatever_the_earlier_ones_find():
+    batches = []
+
+    def run(steps):
+        batches.append([s.words[0][0] for s in steps])
+        # "a" and "b" find the same 100 rows; every other pass finds 100 rows of its own.
+        return [[(0 if s.words[0][0] in "ab" else ord(s.words[0][0]) * 1000) + i for i in range(100)] for s in steps]
+
+    steps = [plan.Pass(((word,),), 100) for word in "abcde"]
+    ids, cut = plan.collect(steps, run, budget=250, batched=True)
+    # a, b and c run whatever a and b find (200 ids at most); they find 200, so d alone fills the budget.
+    assert batches == [["a", "b", "c"], ["d"]] and len(ids) == 300 and cut
+    one_by_one, _ = plan.collect(steps, lambda step: run([step])[0], budget=250)
+    assert one_by_one == ids
+
+
 def test_conjunctions_read_a_bounded_share_of_their_rarest_list():
     total = 1_000_000
     # A rare word drives the conjunction: read whole, however long the other lists are.

@@ -51,6 +51,16 @@ def test_migration_0004_goes_back_and_forth_and_search_follows():
     Message.objects.all().delete()
 
 
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL BRIN index")
+def test_postgres_summarises_message_pages_by_the_id_form_only_index_passes_write():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'messages_span_brin'")
+        [(definition,)] = cursor.fetchall()
+    # Not plain `id`: the planner would take the summary for `id = ANY(…)` over the primary key.
+    assert "USING brin (((id + 0)), created_at)" in definition
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL GIN indexes")
 def test_postgres_has_a_conversation_and_vector_gin_index_and_the_check_guards_it():
