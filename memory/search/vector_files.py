@@ -2,9 +2,10 @@
 vectors from one file instead of from thousands of database rows.
 
 Exact search (`memory.search.semantic`) holds each scope's vectors in the process. A scope's rows in
-`embeddings` lie among every other conversation's, so reading them costs a page a vector: 40,000 vectors
-took 150 ms, paid by every new worker process at its first query of that scope. A process that has read
-at least FROM_VECTORS vectors of a scope from the database therefore writes what it holds to
+`embeddings` lie among every other conversation's, so reading them costs a page a vector: 41,745 vectors
+took 144–233 ms at a million messages, paid by every new worker process at its first query of that
+scope. A process that has read at least FROM_VECTORS vectors of a scope from the database therefore
+writes what it holds to
 `$FERMIX_HOME/cache/vectors/<agent>/scopes/<kind>-<hash>.vectors` (mode 0600; beside, then renamed over),
 stamped with the generation of the agent's vectors of that kind it read them at (`memory.vectors`). Other
 processes of the node map the file (its pages are the operating system's, shared by all of them) and read
