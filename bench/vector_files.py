@@ -54,27 +54,22 @@ def main():
     model = embeddings.embedder()
     vector = model.embed_query("what did we talk about last time?")
     rows = Embedding.objects.filter(model_id=model.model_id, kind="message", agent_id="main")
-    scopes = []
-    for column in ("conversation", "owner_id"):
+    scopes = []  # (what the scope is, its filters, its vectors, ms from the database, ms from the file)
+    for column, label in (("conversation", "conversation"), ("owner_id", "owner")):
         for value, n in rows.values_list(column).annotate(n=Count("id")).order_by("-n")[:args.scopes]:
-            scopes.append(({"agent_id": "main", column: value}, n))
-    for scope, _ in scopes:  # each scope's file written once, as the first process to read it writes it
+            scopes.append((label, {"agent_id": "main", column: value}, n, [], []))
+    for _, scope, *_ in scopes:  # each scope's file written once, as the first process to read it writes it
         semantic.clear()
         semantic._entry(model.model_id, model.dimensions, "message", scope)
-    times = {scope["conversation" if "conversation" in scope else "owner_id"]: ([], []) for scope, _ in scopes}
     for round_ in range(args.rounds):
-        for scope, _ in scopes:
-            name = scope["conversation" if "conversation" in scope else "owner_id"]
+        for _, scope, _, database, file in scopes:
             for from_file in ((False, True) if round_ % 2 else (True, False)):
-                times[name][from_file].append(_first_search(model, "message", scope, vector, from_file))
+                (file if from_file else database).append(_first_search(model, "message", scope, vector, from_file))
     print(f"# a large scope's first search — {time.strftime('%Y-%m-%d')} — {machine()}\n")
     print("| scope | vectors | from the database ms (median) | from the file ms (median) |")
     print("|---|---|---|---|")
-    for scope, n in scopes:
-        name = scope["conversation" if "conversation" in scope else "owner_id"]
-        database, file = (statistics.median(v) for v in times[name])
-        kind = "conversation" if "conversation" in scope else "owner"
-        print(f"| {kind} | {n:,} | {database:.1f} | {file:.1f} |")
+    for label, _, n, database, file in scopes:
+        print(f"| {label} | {n:,} | {statistics.median(database):.1f} | {statistics.median(file):.1f} |")
 
 
 if __name__ == "__main__":

@@ -55,9 +55,14 @@ def folder(agent_id: str) -> Path:
     return conf.home / "cache" / "vectors" / agent_id / "scopes"
 
 
+def _pinned(scope: dict) -> list[list[str]]:
+    """A scope's columns and values in one order, as the file's name and header hold them."""
+    return sorted([column, value] for column, value in scope.items())
+
+
 def path(model_id: str, kind: str, scope: dict) -> Path:
     """The file of one scope (its filters and the model hashed: they may hold any character)."""
-    key = json.dumps([model_id, kind, sorted(scope.items())])
+    key = json.dumps([model_id, kind, _pinned(scope)])
     return folder(scope["agent_id"]) / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.vectors"
 
 
@@ -87,7 +92,7 @@ def read(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], dim
         with open(where, "rb") as file:  # mapped through the same open file: a rename over it changes nothing
             header, offset = _header(file)
             found = _verdict(header, os.fstat(file.fileno()).st_size - offset,
-                             (model_id, kind, sorted([k, v] for k, v in scope.items()), dimensions), generation)
+                             (model_id, kind, _pinned(scope), dimensions), generation)
             if found == "current":
                 return _mapped(file, header, offset) if header["count"] else None
     except FileNotFoundError:
@@ -122,7 +127,7 @@ def _mapped(file, header: dict, offset: int) -> Stored:
 def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], stored: Stored) -> None:
     """Write the scope's vectors to its file. A cache: a failure (a full disk) is logged, never raised."""
     where = path(model_id, kind, scope)
-    header = json.dumps({"model_id": model_id, "kind": kind, "scope": sorted([k, v] for k, v in scope.items()),
+    header = json.dumps({"model_id": model_id, "kind": kind, "scope": _pinned(scope),
                          "dimensions": int(stored.matrix.shape[1]), "generation": list(generation),
                          "count": len(stored.ids), "last_id": stored.last_id,
                          "top_object": stored.top_object}).encode()
