@@ -19,6 +19,10 @@ embeds the evaluation's conversation with the real model, builds the agents' app
     .venv/bin/python -m bench.recall --messages 1000000 --home /var/tmp/fermix-recall --reuse --mode hybrid
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/fermix_bench .venv/bin/python -m bench.recall --postgres …
 
+The classes: a rare word, a common word, several words, a question, a quoted phrase, and a dated question
+("what did she say about <two of its words> in <the month it was written>?"), whose month becomes a time
+span recall has to search within (`memory.days`).
+
 For each class the same query also runs as the plain baseline (SQLite: FTS5 `MATCH` of every word OR-ed,
 `ORDER BY bm25 LIMIT 20` joined to the scope; PostgreSQL: `@@` of every word OR-ed, `ORDER BY ts_rank_cd
 LIMIT 20`) on a raw connection, and the table shows the ratio.
@@ -263,13 +267,15 @@ def query_classes(world: World, sample: list[tuple], repeat: int) -> dict[str, l
     from memory.search.text import STOP_WORDS
 
     rng = random.Random(3)
+    dated = random.Random(4)  # its own, so the other classes' texts stay those of earlier runs
     rank = {w: i for i, w in enumerate(world.vocabulary)}
     first_common = next(i for i, w in enumerate(world.vocabulary) if w not in STOP_WORDS)
 
     def content(text):
         return [w for w in text.rstrip(".").lower().split() if w not in STOP_WORDS]
 
-    classes = {"rare word": [], "common word": [], "several words": [], "question": [], "quoted phrase": []}
+    classes = {"rare word": [], "common word": [], "several words": [], "question": [], "quoted phrase": [],
+               "dated question": []}
     for row in sample:
         words = content(row[1])
         if not words:
@@ -284,7 +290,10 @@ def query_classes(world: World, sample: list[tuple], repeat: int) -> dict[str, l
         all_words = row[1].rstrip(".").lower().split()
         at = rng.randrange(max(len(all_words) - 1, 1))
         classes["quoted phrase"].append('"' + " ".join(all_words[at:at + 2]) + '"')
-    return {name: texts[:repeat] for name, texts in classes.items()}
+        if len(row) > 6:  # the month the sampled message was written in: a span the words have to be found in
+            classes["dated question"].append(f"what did {dated.choice(['she', 'we', 'I'])} say about "
+                                             f"{' '.join(picked[:2])} in {row[6].strftime('%B %Y')}?")
+    return {name: texts[:repeat] for name, texts in classes.items() if texts}
 
 
 class Baseline:
@@ -342,7 +351,7 @@ def measure(world: World, baseline: Baseline, repeat: int, seed: int = 5, mode: 
     sample = []
     while len(sample) < repeat:
         row = Message.objects.filter(id=rng.randrange(1, max_id + 1)).values_list(
-            "agent_id", "content", "owner_id", "channel", "chat_id", "thread_scope").first()
+            "agent_id", "content", "owner_id", "channel", "chat_id", "thread_scope", "created_at").first()
         if row and row[0] == "main":
             sample.append(row)
     classes = query_classes(world, sample, repeat)
@@ -351,7 +360,7 @@ def measure(world: World, baseline: Baseline, repeat: int, seed: int = 5, mode: 
         for scope in ("current", "owner", "all"):
             for name, texts in classes.items():
                 service, plain, modes = [], [], {}
-                for (agent, _, owner, channel, chat, thread), text in zip(sample, texts, strict=False):
+                for (agent, _, owner, channel, chat, thread, _at), text in zip(sample, texts, strict=False):
                     ctx = ToolContext(agent_id=agent, owner_id=owner, trust="operator",
                                       conversation=ConversationKey(channel, chat, thread))
                     ms, answer = _timed(lambda ctx=ctx, text=text, scope=scope, source=source: run_tool(

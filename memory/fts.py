@@ -9,7 +9,8 @@ values, or the index keeps tokens of text that no longer exists.
 Django rebuilds a SQLite table (create new, copy, drop old, rename) on many schema changes, and the
 drop takes the triggers with it. `missing_triggers` feeds system check memory.E001; `repair`
 re-creates what is missing and rebuilds the index from the base table (the `rebuild_search_index`
-command, and a post_migrate hook so a future migration heals itself).
+command, and a post_migrate hook so a future migration heals itself). The guard covers the triggers of
+`message_days` on `messages` too (`memory.days`), and refills that table when they were gone.
 
 Each committed write adds a small segment to an FTS5 index, and FTS5 merges them level by level, so
 a large index is spread over a dozen or more segments and every lookup of a common word seeks in each
@@ -24,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import transaction
+
+from memory import days
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 
@@ -118,6 +121,8 @@ def missing_triggers(connection) -> list[str]:
         if mirror.name not in tables:
             missing.append(mirror.name)
         missing.extend(name for name in mirror.triggers if name not in triggers)
+    if {"messages", days.TABLE} <= tables:
+        missing.extend(name for name in days.SQLITE_TRIGGERS if name not in triggers)
     return missing
 
 
@@ -136,6 +141,8 @@ def repair(connection) -> list[str]:
                     cursor.execute(sql)
             # Rows written while a trigger was gone are not in the index: rebuild from the base table.
             cursor.execute(f"INSERT INTO {mirror.name}({mirror.name}) VALUES ('rebuild')")
+        if any(name in days.SQLITE_TRIGGERS for name in missing):
+            days.install(cursor, "sqlite")  # and rows written meanwhile are not in `message_days`: refilled
     return missing
 
 
@@ -151,6 +158,7 @@ def rebuild(connection, progress: Callable[[int], None] | None = None) -> list[s
             cursor.execute(f"INSERT INTO {mirror.name}({mirror.name}) VALUES ('rebuild')")
             if progress:
                 progress(done)
+        days.refill(cursor, "sqlite")
     return [m.name for m in MIRRORS]
 
 

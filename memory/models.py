@@ -125,6 +125,23 @@ class Message(models.Model):
         return f"#{self.pk} {self.role}: {self.content[:60]}"
 
 
+class MessageDay(models.Model):
+    """The ids between which an agent's messages of one UTC day lie (`memory.days`): database triggers
+    keep it, and recall reads it to bound a time span's ids."""
+
+    agent_id = models.CharField(max_length=64)
+    day = models.DateField()
+    first_id = models.BigIntegerField()
+    last_id = models.BigIntegerField()
+
+    class Meta:
+        db_table = "message_days"
+        constraints = [models.UniqueConstraint(fields=["agent_id", "day"], name="message_days_uniq")]
+
+    def __str__(self):
+        return f"{self.agent_id} {self.day}: #{self.first_id}–#{self.last_id}"
+
+
 class MemorySource(models.Model):
     """Where memory rows come from: a conversation, a scheduled job (`job:<id>`), an operator, a tool."""
 

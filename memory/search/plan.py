@@ -17,6 +17,7 @@ process while the table grows by less than 1 %.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -44,6 +45,7 @@ class Pass:
     words: tuple[tuple[str, ...], ...]  # each item a word or phrase; the pass needs all of them
     limit: int
     after_id: int = 0  # only rows with a larger id: bounds the postings a conjunction reads
+    before_id: int | None = None  # only rows with a smaller id (a time span's, `within`)
 
 
 def _window(items, df: dict[str, float], total: float, scope_df: float | None = None) -> int:
@@ -98,6 +100,18 @@ def passes(query: Query, df: dict[str, float], total: float, scope_df: float | N
             plan.append(Pass(items, PAIR_LIMIT, _window(items, df, total, scope_df)))
     plan += [Pass(((t.word,),), TERM_LIMIT) for t in _singles(terms, df, total)]
     return plan
+
+
+def within(step: Pass, total: int, span: tuple[int, int] | None) -> Pass:
+    """`step` inside the ids of a time span (`memory.days`; None: no span). A window (`after_id`, the
+    newest ids of `total`) keeps its length, counted down from the span's newest id."""
+    if span is None:
+        return step
+    low, high = span
+    after = low - 1
+    if step.after_id:
+        after = max(after, high - (total - step.after_id))
+    return dataclasses.replace(step, after_id=after, before_id=high + 1)
 
 
 def fallback(query: Query, df: dict[str, float]) -> list[Pass]:

@@ -44,6 +44,7 @@ from collections.abc import Callable
 from django.db import connection
 from django.utils import timezone
 
+from memory import days
 from memory.search import plan, rank
 from memory.search.filters import column_of, where_sql
 from memory.search.text import Query, Term, stem
@@ -98,8 +99,9 @@ def _ids_sql(corpus, tsquery: str, params: list, filters: dict, limit: int, afte
             [*params, *where_params, after_id, *([] if before_id is None else [before_id]), limit])
 
 
-def _ids(cursor, corpus, tsquery: str, params: list, filters: dict, limit: int, after_id: int = 0) -> list[int]:
-    cursor.execute(*_ids_sql(corpus, tsquery, params, filters, limit, after_id))
+def _ids(cursor, corpus, tsquery: str, params: list, filters: dict, limit: int, after_id: int = 0,
+         before_id: int | None = None) -> list[int]:
+    cursor.execute(*_ids_sql(corpus, tsquery, params, filters, limit, after_id, before_id=before_id))
     return [row[0] for row in cursor.fetchall()]
 
 
@@ -152,18 +154,19 @@ def _windows(corpus, tsquery: str, params: list, filters: dict, step: plan.Pass,
     match (4,700 rows for a word in 9,600), which costs more than fetching the word's own rows."""
     read_from: list[int] = []  # where the last window started
     summarised = corpus.table in SUMMARISED and INDEX_WINDOW * walk >= SUMMARY_SPAN * step.limit * max_id / walk
+    top = max_id if step.before_id is None else step.before_id - 1  # a time span's newest id
 
     def statement(found: list[int]) -> tuple[str, list] | None:
         if not read_from:
-            span, before = INDEX_WINDOW * walk, None
+            span, before = INDEX_WINDOW * walk, step.before_id
         elif read_from[-1] <= step.after_id:
             return None
         else:
-            read = max_id - read_from[-1]
+            read = top - read_from[-1]
             missing = step.limit - len(found)
             span = read + (INDEX_WINDOW * missing * read / len(found) if found else read * (WINDOW_GROWTH - 1))
             before = read_from[-1] + 1
-        read_from.append(max(int(max_id - span), step.after_id))
+        read_from.append(max(int(top - span), step.after_id))
         return _ids_sql(corpus, tsquery, params, filters, step.limit - len(found), read_from[-1], by_index=True,
                         summarised=summarised, before_id=before)
 
@@ -224,19 +227,22 @@ def _in_conversation(corpus, tsquery: str, params: list, filters: dict, step: pl
     the filters outside it.
     """
     where, where_params = where_sql("t", filters)
+    before = [step.before_id] if step.before_id is not None else []
+    newer = "AND t.id < %s " if before else ""
 
     def walked(found: list[int]) -> tuple[str, list]:
         return (f"SELECT w.id FROM (SELECT t.id, t.search_vector FROM {corpus.table} t WHERE {where} "
-                f"AND t.id > %s ORDER BY t.id DESC LIMIT %s) w WHERE w.search_vector @@ {tsquery} "
+                f"AND t.id > %s {newer}ORDER BY t.id DESC LIMIT %s) w WHERE w.search_vector @@ {tsquery} "
                 f"ORDER BY w.id DESC LIMIT %s",
-                [*where_params, step.after_id, int(walk * WALK_BOUND) + step.limit, *params, step.limit])
+                [*where_params, step.after_id, *before, int(walk * WALK_BOUND) + step.limit, *params, step.limit])
 
     def indexed(found: list[int]) -> tuple[str, list]:
-        older = "AND t.id < %s" if found else ""
+        older = "AND t.id < %s" if found or before else ""
         return (f"SELECT t.id FROM (SELECT * FROM {corpus.table} t WHERE t.chat_id = %s AND "
                 f"t.search_vector @@ {tsquery} AND t.id > %s {older} OFFSET 0) t WHERE {where} "
                 f"ORDER BY t.id DESC LIMIT %s",
-                [filters["chat_id"], *params, step.after_id, *found[-1:], *where_params, step.limit - len(found)])
+                [filters["chat_id"], *params, step.after_id, *(found[-1:] or before), *where_params,
+                 step.limit - len(found)])
 
     return _in_order(walked, indexed) if walk is not None and walk <= WALK_ROWS else _in_order(indexed)
 
@@ -408,11 +414,15 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
         if query.require_all:
             return _every_word(cursor, corpus, query, filters, limit)
         # Phrase words that are not terms (stop words) size the phrase passes only, not the ranking.
+        span = days.span_ids(cursor, corpus.table, filters)
+        if span and span[0] > span[1]:
+            return []  # no message of the agent on the span's days
         max_id, df, sizes = _document_frequencies(cursor, corpus, query)
         if not max_id:
             return []
 
         def statements(step: plan.Pass) -> tuple[plan.Pass, Statements]:
+            step = plan.within(step, max_id, span)
             sql, params = _all(step.words)
             if isinstance(filters.get("chat_id"), str):
                 return step, _in_conversation(corpus, sql, params, filters, step, _walk_rows(step, sizes, max_id))
@@ -420,7 +430,7 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
             if by_index and _agent_wide(filters):
                 return step, _windows(corpus, sql, params, filters, step, _walk_rows(step, sizes, max_id), max_id)
             return step, _in_order(lambda found: _ids_sql(corpus, sql, params, filters, step.limit, step.after_id,
-                                                          by_index=by_index))
+                                                          by_index=by_index, before_id=step.before_id))
 
         def run(steps: list[plan.Pass]) -> list[list[int]]:
             return _run(cursor, [statements(step) for step in steps])
@@ -431,7 +441,9 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
             cut = True  # still nothing: the exhaustive pass
         if cut and len(ids) < limit:
             sql, params = _any(query)
-            ids += [i for i in _ids(cursor, corpus, sql, params, filters, EXHAUSTIVE_LIMIT) if i not in set(ids)]
+            low, high = span or (1, None)
+            ids += [i for i in _ids(cursor, corpus, sql, params, filters, EXHAUSTIVE_LIMIT, low - 1,
+                                    None if high is None else high + 1) if i not in set(ids)]
         if not ids:
             return []
         idfs = {stem: rank.idf(value, max_id) for stem, value in df.items()}

@@ -18,12 +18,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db import connection
 from django.utils import timezone
 
 from fermix_site.conf import conf
-from memory import embeddings
+from memory import days, embeddings
 from memory.models import Embedding, Message
 from memory.search import MAX_LIMIT, Corpus, bridge, lexical_hits, orm_filters, rows_of, semantic, with_replies
+from memory.search.filters import where_sql
 from memory.search.rank import MARK_END, MARK_START, Scored
 from memory.search.text import analyse
 from memory.search.when import Span, read_time
@@ -82,10 +84,21 @@ def _bounded(corpus: Corpus, filters: dict, start: datetime | None, end: datetim
 
 
 def _listing(corpus: Corpus, filters: dict, limit: int) -> list[Scored]:
-    """The rows in the filters' span, oldest first: for a query with no match inside its time span."""
+    """The rows in the filters' span, oldest first: for a query with no match inside its time span. Messages
+    of an owner or of every conversation are read between the span's ids (`memory.days`): only a
+    conversation's index orders messages by time, and a day over all conversations read every one of the
+    agent's rows (100 ms at a million messages, 3 ms so)."""
+    count = min(limit, SPAN_LISTING)
+    with connection.cursor() as cursor:
+        span = None if isinstance(filters.get("chat_id"), str) else days.span_ids(cursor, corpus.table, filters)
+        if span:  # by key: the filters must not pick an index of their own (SQLite took the agent's)
+            where, params = where_sql("t", filters, by_key=True)
+            cursor.execute(f"SELECT t.id FROM {corpus.table} t WHERE t.id >= %s AND t.id <= %s AND {where} "
+                           f"ORDER BY t.{corpus.time_column}, t.id LIMIT %s", [*span, *params, count])
+            return [Scored(pk, 0.0, "") for (pk,) in cursor.fetchall()]
     rows = (corpus.model.objects.filter(**orm_filters(filters)).order_by(corpus.time_column, "pk")
             .values_list("pk", flat=True))
-    return [Scored(pk, 0.0, "") for pk in rows[:min(limit, SPAN_LISTING)]]
+    return [Scored(pk, 0.0, "") for pk in rows[:count]]
 
 
 def _lexical(corpus: Corpus, text: str, filters: dict, span: dict | None, limit: int) -> tuple[list, list]:

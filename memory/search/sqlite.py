@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from memory import fts
+from memory import days, fts
 from memory.search import plan, rank
 from memory.search.filters import where_sql
 from memory.search.text import Query, fts_string, stem, words
@@ -65,10 +65,12 @@ def _frequency(cursor, mirror: fts.Mirror, key: tuple, expression: str, max_id: 
     return df
 
 
-def _ids(cursor, mirror: fts.Mirror, match: str, limit: int, after_id: int = 0) -> list[int]:
+def _ids(cursor, mirror: fts.Mirror, match: str, limit: int, after_id: int = 0,
+         before_id: int | None = None) -> list[int]:
+    before, params = ("", []) if before_id is None else ("AND rowid < %s ", [before_id])
     try:
         cursor.execute(f"SELECT rowid FROM {mirror.name} WHERE {mirror.name} MATCH %s AND rowid > %s "
-                       f"ORDER BY rowid DESC LIMIT %s", [match, after_id, limit])
+                       f"{before}ORDER BY rowid DESC LIMIT %s", [match, after_id, *params, limit])
     except DatabaseError:  # a token FTS5 still refuses: that pass finds nothing, the others still run
         return []
     return [row[0] for row in cursor.fetchall()]
@@ -100,16 +102,21 @@ def _rows(cursor, corpus, ids: list[int], filters: dict) -> list[tuple[int, str,
     return [(i, content or "", _when(when)) for i, content, when in cursor.fetchall()]
 
 
-def _exhaustive(cursor, corpus, mirror, query: Query, filters: dict, scope: list[str]) -> list[int]:
+def _exhaustive(cursor, corpus, mirror, query: Query, filters: dict, scope: list[str],
+                span: tuple[int, int] | None) -> list[int]:
     """Newest matches of any word that pass the filters: for filters the index cannot apply itself (the
-    scope's token, when it is selective, inside the match: the walk then covers the scope's matches only)."""
+    scope's token, when it is selective, inside the match: the walk then covers the scope's matches only;
+    a time span's ids, `span`, bound the walk)."""
     items = [fts_string(t.word) for t in query.terms] + [fts_string(p) for p in query.phrases]
     match = " AND ".join(scope + [f"{_colset(mirror.text_columns)} : ({' OR '.join(items)})"])
     where, params = where_sql("t", filters, by_key=True)
+    low, high = span or (0, None)
+    before = "" if high is None else f"AND {mirror.name}.rowid <= %s "
     try:
         cursor.execute(f"SELECT t.id FROM {mirror.name} JOIN {corpus.table} t ON t.id = {mirror.name}.rowid "
-                       f"WHERE {mirror.name} MATCH %s AND {where} ORDER BY t.id DESC LIMIT %s",
-                       [match, *params, EXHAUSTIVE_LIMIT])
+                       f"WHERE {mirror.name} MATCH %s AND {mirror.name}.rowid >= %s {before}AND {where} "
+                       f"ORDER BY {mirror.name}.rowid DESC LIMIT %s",
+                       [match, low, *([] if high is None else [high]), *params, EXHAUSTIVE_LIMIT])
     except DatabaseError:
         return []
     return [row[0] for row in cursor.fetchall()]
@@ -120,14 +127,16 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
     text = _colset(mirror.text_columns)
     with connection.cursor() as cursor:
         max_id = _max_id(cursor, corpus.table)
-        if not max_id:
+        span = days.span_ids(cursor, corpus.table, filters)
+        if not max_id or (span and span[0] > span[1]):
             return []
         df = _frequencies(cursor, mirror, {t.stem: t.word for t in query.terms}, max_id)
         scope, scope_df = _scope(cursor, mirror, filters, max_id)
 
         def run(step: plan.Pass) -> list[int]:
             match = " AND ".join(scope + [f"{text} : {fts_string(item)}" for item in step.words])
-            return _ids(cursor, mirror, match, step.limit, step.after_id)
+            step = plan.within(step, max_id, span)
+            return _ids(cursor, mirror, match, step.limit, step.after_id, step.before_id)
 
         # Phrase words that are not terms (stop words) size the phrase passes only, not the ranking.
         phrase_words = {stem(w): w for phrase in query.phrases for w in phrase if stem(w) not in df}
@@ -139,7 +148,7 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
             docs, cut = _rows(cursor, corpus, ids, filters), True  # still nothing: the exhaustive pass
         if cut and len(docs) < limit:
             seen = {d[0] for d in docs}
-            extra = [i for i in _exhaustive(cursor, corpus, mirror, query, filters, scope) if i not in seen]
+            extra = [i for i in _exhaustive(cursor, corpus, mirror, query, filters, scope, span) if i not in seen]
             docs += _rows(cursor, corpus, extra, filters)
     idfs = {stem: rank.idf(value, max_id) for stem, value in df.items()}
     return rank.rank(query, docs, idfs=idfs, now=timezone.now(), limit=limit)
