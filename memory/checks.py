@@ -3,7 +3,7 @@
 from django.core.checks import Error, Warning, register
 from django.db import DatabaseError, connections
 
-from memory import fts, queries
+from memory import days, fts, queries
 
 
 def _connection():
@@ -62,19 +62,27 @@ POSTGRES_SEARCH_INDEXES = ("messages_search_idx", "memories_search_idx", "messag
 
 @register()
 def check_search_indexes(app_configs=None, **kwargs):
-    """PostgreSQL: the indexes recall relies on (migrations 0004, 0008 and 0014) are present."""
+    """PostgreSQL: the indexes recall relies on (migrations 0004, 0008 and 0014) are present (memory.W002),
+    and the trigger that keeps `message_days` (migration 0015, memory.E002)."""
     rows = _rows("postgresql", queries.search_indexes)
     if not rows or not {table for table, _ in rows} >= {"messages", "memories"}:
         return []  # not migrated yet
     missing = [name for name in POSTGRES_SEARCH_INDEXES if name not in {index for _, index in rows}]
-    if not missing:
-        return []
-    return [
-        Warning(
+    warnings = []
+    if missing:
+        warnings.append(Warning(
             f"Search indexes missing: {', '.join(missing)}. Recall stays correct but reads far more rows.",
             hint="Run `python manage.py migrate`; messages_chat_search_idx needs the btree_gin extension "
                  "(`CREATE EXTENSION btree_gin` as the database owner), then `migrate memory 0007` and "
                  "`migrate memory` to create it.",
             id="memory.W002",
-        )
-    ]
+        ))
+    triggers = {name for _, name in _rows("postgresql", queries.message_triggers) or []}
+    if days.TABLE in {table for table, _ in rows} and f"{days.TABLE}_note" not in triggers:
+        warnings.append(Error(
+            f"The trigger {days.TABLE}_note on messages is missing: recall of a time span can miss messages "
+            "written since.",
+            hint="Run `python manage.py rebuild_search_index` to re-create it and refill message_days.",
+            id="memory.E002",
+        ))
+    return warnings

@@ -15,7 +15,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from memory.models import Conversation, Memory, Message
 
-SEARCH_TABLES = ("messages", "memories")
+SEARCH_TABLES = ("messages", "memories", "message_days")
 
 
 def journal_mode(connection: BaseDatabaseWrapper) -> list[tuple[str]]:
@@ -30,6 +30,14 @@ def search_indexes(connection: BaseDatabaseWrapper) -> list[tuple[str, str]]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT tablename, indexname FROM pg_indexes WHERE schemaname = current_schema() "
                        "AND tablename = ANY(%s)", [list(SEARCH_TABLES)])
+        return cursor.fetchall()
+
+
+def message_triggers(connection: BaseDatabaseWrapper) -> list[tuple[str, str]]:
+    """PostgreSQL: ("messages", trigger) for every trigger of `messages` that is not the system's own."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 'messages', tgname FROM pg_trigger WHERE tgrelid = to_regclass('messages') "
+                       "AND NOT tgisinternal")
         return cursor.fetchall()
 
 

@@ -132,3 +132,26 @@ def test_a_question_of_time_only_over_every_conversation_lists_the_span_oldest_f
     answer = run_tool("memory_recall", ctx, {"query": "what happened in April 2025?", "scope": "all",
                                              "source": "history", "mode": "lexical"})
     assert [d["id"] for d in answer.data] == [row.id for row in later]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's trigger and memory.E002")
+def test_postgres_warns_without_the_trigger_and_the_rebuild_command_restores_it():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from memory import checks
+
+    _add("before", MARCH)
+    assert checks.check_search_indexes() == []
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TRIGGER {days.TABLE}_note ON messages")
+    [error] = checks.check_search_indexes()
+    assert error.id == "memory.E002" and "rebuild_search_index" in error.hint
+    unseen = _add("written while the trigger was gone", APRIL + timedelta(days=2))
+    assert _span("main", APRIL, APRIL + timedelta(days=5)) == (1, 0)
+    out = StringIO()
+    call_command("rebuild_search_index", stdout=out)
+    assert "refilled" in out.getvalue() and checks.check_search_indexes() == []
+    low, high = _span("main", APRIL, APRIL + timedelta(days=5))
+    assert low <= unseen.pk <= high

@@ -2,12 +2,13 @@ from django.core.management.base import BaseCommand
 from django.db import connection, transaction
 
 from fermix_site.progress import Progress
-from memory import fts
+from memory import days, fts
 
 
 class Command(BaseCommand):
-    help = ("Re-create missing FTS triggers and rebuild the full-text mirrors from messages and memories; "
-            "--optimize only merges each mirror's segments into one, in short steps.")
+    help = ("Re-create missing FTS triggers and rebuild the full-text mirrors from messages and memories, and "
+            "refill message_days (on PostgreSQL only that); --optimize only merges each mirror's segments into "
+            "one, in short steps.")
 
     def add_arguments(self, parser):
         parser.add_argument("--optimize", action="store_true",
@@ -15,7 +16,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         if connection.vendor != "sqlite":
-            self.stdout.write("PostgreSQL keeps its search vectors itself; nothing to rebuild.")
+            with transaction.atomic(), connection.cursor() as cursor:
+                days.install(cursor, connection.vendor)
+            self.stdout.write("PostgreSQL keeps its search vectors itself; re-created the trigger of "
+                              f"{days.TABLE} and refilled it.")
             return
         if options["optimize"]:
             after = fts.optimize(connection)
