@@ -118,16 +118,16 @@ def _semantic(corpus: Corpus, model, text: str, filters: dict, span: dict | None
     recall cannot be trusted (or None)."""
     kind = Embedding.Kind.MESSAGE if corpus.model is Message else Embedding.Kind.MEMORY
 
-    def nearest(scope: dict):
-        found = semantic.neighbours(kind, model, text, scope, limit)
+    def nearest(found: semantic.Neighbours, scope: dict):
         replies = kind == Embedding.Kind.MESSAGE
         return (with_replies(found.hits, scope, limit) if replies else found.hits), found.degraded
 
-    if span is not None:
-        (inside, first), (outside, second) = nearest(span), nearest(filters)
+    if span is not None:  # the span's filters pin the same scope: one search, filtered both ways
+        within, rest = semantic.neighbours_each(kind, model, text, [span, filters], limit)
+        (inside, first), (outside, second) = nearest(within, span), nearest(rest, filters)
         seen = {h.id for h in inside}
         return inside, [h for h in outside if h.id not in seen], first or second
-    hits, degraded = nearest(filters)
+    hits, degraded = nearest(semantic.neighbours(kind, model, text, filters, limit), filters)
     return [], hits, degraded
 
 

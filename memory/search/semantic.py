@@ -189,40 +189,51 @@ def _past_exact(model, kind: str, scope: dict) -> bool:
 
 def neighbours(kind: str, model, query: str, filters: dict, limit: int) -> Neighbours:
     """The rows nearest in meaning to `query` that pass `filters`, best first (score: the cosine)."""
-    scope = _scope(kind, filters)
+    return neighbours_each(kind, model, query, [filters], limit)[0]
+
+
+def neighbours_each(kind: str, model, query: str, filter_sets: list[dict], limit: int) -> list[Neighbours]:
+    """`neighbours` for each of `filter_sets`, which pin the same scope and differ in what else they filter
+    (a time span, and the rest): the scope's nearest candidates are found once, and each set takes those
+    that pass it. (Both a span's and the rest's were the scope's same nearest candidates, found twice.)"""
+    scope = _scope(kind, filter_sets[0])
+    if any(_scope(kind, filters) != scope for filters in filter_sets):
+        raise ValueError("the filter sets pin different scopes")
     if _past_exact(model, kind, scope):
-        return _approximate(kind, model, query, filters, pinned=False, limit=limit)
+        return _approximate(kind, model, query, filter_sets, pinned=False, limit=limit)
     try:
         entry = _entry(model.model_id, model.dimensions, kind, scope)
     except TooLarge:
-        return _approximate(kind, model, query, filters, pinned=len(scope) > 1, limit=limit)
-    waiting = incomplete(kind, model, filters, entry.top_object, len(entry.ids) > 0, entry.last_id)
-    degraded = "embeddings_incomplete" if waiting else None
+        return _approximate(kind, model, query, filter_sets, pinned=len(scope) > 1, limit=limit)
+    degraded = ["embeddings_incomplete" if incomplete(kind, model, filters, entry.top_object, len(entry.ids) > 0,
+                                                      entry.last_id) else None for filters in filter_sets]
     if not len(entry.ids):
-        return Neighbours([], degraded)
+        return [Neighbours([], why) for why in degraded]
     vector = model.embed_query(query).astype(np.float32)
-    wanted = max(limit * CANDIDATES, limit)
-    return Neighbours(_passing(kind, _best(entry, vector, wanted), filters, limit), degraded)
+    best = _best(entry, vector, max(limit * CANDIDATES, limit))
+    return [Neighbours(_passing(kind, best, filters, limit), why) for filters, why in zip(filter_sets, degraded,
+                                                                                          strict=True)]
 
 
-def _approximate(kind: str, model, query: str, filters: dict, *, pinned: bool, limit: int) -> Neighbours:
+def _approximate(kind: str, model, query: str, filter_sets: list[dict], *, pinned: bool,
+                 limit: int) -> list[Neighbours]:
     """A scope past exact search's limit: the agent's index, and exactly the vectors stored since it was
     built. An owner or conversation (`pinned`) takes more of the index's candidates, since most are others'."""
-    agent_id = filters["agent_id"]
+    agent_id = filter_sets[0]["agent_id"]
     if not ann.available():
-        return Neighbours([], "vector_index_unavailable")
+        return [Neighbours([], "vector_index_unavailable") for _ in filter_sets]
     index = ann.opened(model.model_id, kind, agent_id)
     if index is None:
         ann.queue_refresh(agent_id)
-        return Neighbours([], "vector_index_building")
+        return [Neighbours([], "vector_index_building") for _ in filter_sets]
     try:
         recent = _entry(model.model_id, model.dimensions, kind, {"agent_id": agent_id}, index.meta.last_id,
                         index.meta.top_object)
     except TooLarge:  # the index is far behind: it is being extended
         ann.queue_refresh(agent_id)
-        return Neighbours([], "vector_index_building")
-    degraded = ("embeddings_incomplete" if incomplete(kind, model, filters, recent.top_object, True, recent.last_id)
-                else None)
+        return [Neighbours([], "vector_index_building") for _ in filter_sets]
+    degraded = ["embeddings_incomplete" if incomplete(kind, model, filters, recent.top_object, True, recent.last_id)
+                else None for filters in filter_sets]
     vector = model.embed_query(query).astype(np.float32)
     wanted = max(limit * CANDIDATES, limit) * (PINNED_CANDIDATES if pinned else 1)
     found = ann.current_vectors(ann.nearest_keys(index, vector, wanted))
@@ -231,7 +242,8 @@ def _approximate(kind: str, model, query: str, filters: dict, *, pinned: bool, l
     for object_id, score in _best(recent, vector, wanted):
         best[object_id] = max(score, best.get(object_id, -2.0))
     ranked = sorted(best.items(), key=lambda item: -item[1])[:wanted]
-    return Neighbours(_passing(kind, ranked, filters, limit), degraded)
+    return [Neighbours(_passing(kind, ranked, filters, limit), why) for filters, why in zip(filter_sets, degraded,
+                                                                                            strict=True)]
 
 
 def _best(entry: _Entry, vector: np.ndarray, wanted: int) -> list[tuple[int, float]]:

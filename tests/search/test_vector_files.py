@@ -159,3 +159,25 @@ def test_a_damaged_file_is_not_read_and_is_deleted(files):
     semantic.clear()
     assert recall() == first
     assert vector_files.read(embeddings.embedder().model_id, "message", SCOPE, (0,), 32) is not None
+
+
+def test_a_time_span_and_the_rest_share_one_search_of_the_scope(files):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    said(30)
+    embed_pending()
+    model = embeddings.embedder()
+    rows = list(Message.objects.filter(agent_id="main").order_by("id").values_list("id", flat=True))
+    Message.objects.filter(id__in=rows[:10]).update(created_at=timezone.now() - timedelta(days=40))
+    base = {"agent_id": "main", "channel": "telegram", "chat_id": "5", "thread_scope": "root"}
+    span = {**base, "created_at__lt": timezone.now() - timedelta(days=30)}
+    one = [semantic.neighbours("message", model, "a walk with the dog", f, 20) for f in (span, base)]
+    with CaptureQueriesContext(connection) as queries:
+        both = semantic.neighbours_each("message", model, "a walk with the dog", [span, base], 20)
+    assert both == one
+    assert {h.id for h in both[0].hits} <= set(rows[:10]) and len(both[1].hits) == 20
+    assert sum("FROM \"embeddings\"" in q["sql"] for q in queries.captured_queries) <= 1
+    with pytest.raises(ValueError):
+        semantic.neighbours_each("message", model, "a walk", [base, {"agent_id": "main", "owner_id": "x"}], 20)
