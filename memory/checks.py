@@ -77,7 +77,7 @@ def check_search_indexes(app_configs=None, **kwargs):
                  "`migrate memory` to create it.",
             id="memory.W002",
         ))
-    triggers = {name for _, name in _rows("postgresql", queries.message_triggers) or []}
+    triggers = {name for (name,) in _rows("postgresql", queries.message_triggers) or []}
     if days.TABLE in {table for table, _ in rows} and f"{days.TABLE}_note" not in triggers:
         warnings.append(Error(
             f"The trigger {days.TABLE}_note on messages is missing: recall of a time span can miss messages "

@@ -6,6 +6,8 @@ Table and column names are the product documents' (`messages`, `memories`, `memo
 from django.db import models
 from django.db.models import Q
 
+from memory import days
+
 
 class Role(models.TextChoices):
     USER = "user"
@@ -135,7 +137,7 @@ class MessageDay(models.Model):
     last_id = models.BigIntegerField()
 
     class Meta:
-        db_table = "message_days"
+        db_table = days.TABLE
         constraints = [models.UniqueConstraint(fields=["agent_id", "day"], name="message_days_uniq")]
 
     def __str__(self):

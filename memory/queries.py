@@ -13,9 +13,10 @@ from typing import NamedTuple
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from memory import days
 from memory.models import Conversation, Memory, Message
 
-SEARCH_TABLES = ("messages", "memories", "message_days")
+SEARCH_TABLES = ("messages", "memories", days.TABLE)
 
 
 def journal_mode(connection: BaseDatabaseWrapper) -> list[tuple[str]]:
@@ -33,10 +34,10 @@ def search_indexes(connection: BaseDatabaseWrapper) -> list[tuple[str, str]]:
         return cursor.fetchall()
 
 
-def message_triggers(connection: BaseDatabaseWrapper) -> list[tuple[str, str]]:
-    """PostgreSQL: ("messages", trigger) for every trigger of `messages` that is not the system's own."""
+def message_triggers(connection: BaseDatabaseWrapper) -> list[tuple[str]]:
+    """PostgreSQL: the name of every trigger of `messages` that is not the system's own."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 'messages', tgname FROM pg_trigger WHERE tgrelid = to_regclass('messages') "
+        cursor.execute("SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('messages') "
                        "AND NOT tgisinternal")
         return cursor.fetchall()
 

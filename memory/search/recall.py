@@ -24,7 +24,7 @@ from django.utils import timezone
 from fermix_site.conf import conf
 from memory import days, embeddings
 from memory.models import Embedding, Message
-from memory.search import MAX_LIMIT, Corpus, bridge, lexical_hits, orm_filters, rows_of, semantic, with_replies
+from memory.search import MAX_LIMIT, Corpus, bridge, lexical_hits, rows_of, semantic, with_replies
 from memory.search.filters import where_sql
 from memory.search.rank import MARK_END, MARK_START, Scored
 from memory.search.text import analyse
@@ -88,17 +88,14 @@ def _listing(corpus: Corpus, filters: dict, limit: int) -> list[Scored]:
     of an owner or of every conversation are read between the span's ids (`memory.days`): only a
     conversation's index orders messages by time, and a day over all conversations read every one of the
     agent's rows (100 ms at a million messages, 3 ms so)."""
-    count = min(limit, SPAN_LISTING)
     with connection.cursor() as cursor:
         span = None if isinstance(filters.get("chat_id"), str) else days.span_ids(cursor, corpus.table, filters)
-        if span:  # by key: the filters must not pick an index of their own (SQLite took the agent's)
-            where, params = where_sql("t", filters, by_key=True)
-            cursor.execute(f"SELECT t.id FROM {corpus.table} t WHERE t.id >= %s AND t.id <= %s AND {where} "
-                           f"ORDER BY t.{corpus.time_column}, t.id LIMIT %s", [*span, *params, count])
-            return [Scored(pk, 0.0, "") for (pk,) in cursor.fetchall()]
-    rows = (corpus.model.objects.filter(**orm_filters(filters)).order_by(corpus.time_column, "pk")
-            .values_list("pk", flat=True))
-    return [Scored(pk, 0.0, "") for pk in rows[:count]]
+        # Between the span's ids by key: the filters must not pick an index of their own (SQLite took the agent's).
+        where, params = where_sql("t", filters, by_key=span is not None)
+        ids = "t.id >= %s AND t.id <= %s AND " if span else ""
+        cursor.execute(f"SELECT t.id FROM {corpus.table} t WHERE {ids}{where} ORDER BY t.{corpus.time_column}, t.id "
+                       f"LIMIT %s", [*(span or ()), *params, min(limit, SPAN_LISTING)])
+        return [Scored(pk, 0.0, "") for (pk,) in cursor.fetchall()]
 
 
 def _lexical(corpus: Corpus, text: str, filters: dict, span: dict | None, limit: int) -> tuple[list, list]:

@@ -77,8 +77,7 @@ def _recent(model_id: str, kind: str, agent_id: str, after_id: int, limit: int) 
     mine = [r[0] for r in read if r[1:] == (model_id, kind, agent_id)]
     # The vectors of this agent's rows only: the others' (other agents, other kinds) are most of what
     # follows the index, and reading them whole cost 190 ms for 50,000 rows of memory rows' vectors.
-    rows = [row for at in range(0, len(mine), 500) for row in Embedding.objects.filter(id__in=mine[at:at + 500])
-            .order_by("id").values_list("id", "object_id", "vector")]
+    rows = [row for at in range(0, len(mine), 500) for row in ann.current_vectors(mine[at:at + 500])]
     return rows, read[-1][0] if read else after_id
 
 

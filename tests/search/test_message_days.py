@@ -4,14 +4,18 @@ spans read through it. Runs on SQLite and on PostgreSQL."""
 import random
 import re
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory import days, fts, search
+from memory import checks, days, fts, search
+from memory.conversations import ConversationKey
 from memory.models import Message, MessageDay
 from memory.search import plan
+from memory.tools import ToolContext, run_tool
 
 pytestmark = pytest.mark.django_db
 
@@ -117,9 +121,6 @@ def test_the_guard_restores_the_triggers_and_refills_the_days():
 
 
 def test_a_question_of_time_only_over_every_conversation_lists_the_span_oldest_first():
-    from memory.conversations import ConversationKey
-    from memory.tools import ToolContext, run_tool
-
     later = [_add(f"news of the week {i}", APRIL + timedelta(days=7 * i), chat=1) for i in range(3)]
     # Backfilled after April's messages: March's conversation holds the newest ids.
     march = [_add(f"a note from March {i}", MARCH + timedelta(days=2 * i), chat=2, owner_id="dana") for i in range(3)]
@@ -136,12 +137,6 @@ def test_a_question_of_time_only_over_every_conversation_lists_the_span_oldest_f
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's trigger and memory.E002")
 def test_postgres_warns_without_the_trigger_and_the_rebuild_command_restores_it():
-    from io import StringIO
-
-    from django.core.management import call_command
-
-    from memory import checks
-
     _add("before", MARCH)
     assert checks.check_search_indexes() == []
     with connection.cursor() as cursor:

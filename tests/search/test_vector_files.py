@@ -8,10 +8,12 @@ lowered so that a scope of a few dozen messages counts as large.
 
 import os
 import stat
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from fermix_site.conf import conf
 from memory import embeddings
@@ -162,10 +164,6 @@ def test_a_damaged_file_is_not_read_and_is_deleted(files):
 
 
 def test_a_time_span_and_the_rest_share_one_search_of_the_scope(files):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
     said(30)
     embed_pending()
     model = embeddings.embedder()
