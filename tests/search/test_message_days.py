@@ -130,9 +130,14 @@ def test_a_question_of_time_only_over_every_conversation_lists_the_span_oldest_f
         answer = run_tool("memory_recall", ctx, {"query": "what happened in March 2025?", "scope": scope,
                                                  "source": "history", "mode": "lexical"})
         assert [d["id"] for d in answer.data] == [row.id for row in march], scope
-    answer = run_tool("memory_recall", ctx, {"query": "what happened in April 2025?", "scope": "all",
-                                             "source": "history", "mode": "lexical"})
+    with CaptureQueriesContext(connection) as queries:
+        answer = run_tool("memory_recall", ctx, {"query": "what happened in April 2025?", "scope": "all",
+                                                 "source": "history", "mode": "lexical"})
     assert [d["id"] for d in answer.data] == [row.id for row in later]
+    # Listed between the span's ids, not through every one of the agent's rows.
+    low, high = _span("main", APRIL, datetime(2025, 5, 1, tzinfo=UTC))
+    listing = [q["sql"] for q in queries.captured_queries if "ORDER BY t.created_at, t.id" in q["sql"]]
+    assert listing and all(f"t.id >= {low} AND t.id <= {high}" in sql for sql in listing)
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's trigger and memory.E002")
