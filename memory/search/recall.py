@@ -106,8 +106,9 @@ def _lexical(corpus: Corpus, text: str, filters: dict, span: dict | None, limit:
     # No match inside the span (or no words besides the time): what was said then, in order.
     inside = (lexical_hits(corpus, text, span, limit) if has_words else []) or _listing(corpus, span, limit)
     seen = {h.id for h in inside}
-    outside = [h for h in lexical_hits(corpus, text, filters, limit) if h.id not in seen] if has_words else []
-    return inside, outside
+    if not has_words or len(seen) >= limit:  # the span's rows fill the answer: the rest would never show
+        return inside, []
+    return inside, [h for h in lexical_hits(corpus, text, filters, limit) if h.id not in seen]
 
 
 def _semantic(corpus: Corpus, model, text: str, filters: dict, span: dict | None, limit: int):

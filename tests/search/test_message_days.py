@@ -140,6 +140,33 @@ def test_a_question_of_time_only_over_every_conversation_lists_the_span_oldest_f
     assert listing and all(f"t.id >= {low} AND t.id <= {high}" in sql for sql in listing)
 
 
+def test_the_rest_of_the_scope_is_searched_only_when_the_span_leaves_room():
+    march = [_add(f"the garden plan, part {i}", MARCH + timedelta(days=i), chat=2) for i in range(6)]
+    april = [_add(f"the garden plan again, part {i}", APRIL + timedelta(days=i), chat=2) for i in range(6)]
+    ctx = ToolContext(agent_id="main", owner_id="default", trust="operator",
+                      conversation=ConversationKey("telegram", "2", "root"))
+    low, high = _span("main", MARCH, APRIL)
+    passes = re.compile(r"ORDER BY (rowid|\w\.id|t\.id \+ 0) DESC LIMIT")
+
+    def ask(limit):
+        with CaptureQueriesContext(connection) as queries:
+            answer = run_tool("memory_recall", ctx, {"query": "the garden plan in March 2025", "scope": "current",
+                                                     "source": "history", "mode": "lexical", "limit": limit})
+        unbounded = [q["sql"] for q in queries.captured_queries if passes.search(q["sql"])
+                     and f"LIMIT {plan.DF_PROBE}" not in q["sql"]
+                     and f"< {high + 1}" not in q["sql"] and f"<= {high}" not in q["sql"]]
+        return [d["id"] for d in answer.data], unbounded
+
+    # Five of March's six fill the answer: no pass reads beyond the span.
+    found, unbounded = ask(5)
+    assert set(found) < {row.id for row in march} and len(found) == 5
+    assert unbounded == []
+    # Room left after March's six: the rest of the conversation follows them.
+    found, unbounded = ask(20)
+    assert set(found[:6]) == {row.id for row in march} and set(found[6:]) == {row.id for row in april}
+    assert unbounded
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's trigger and memory.E002")
 def test_postgres_warns_without_the_trigger_and_the_rebuild_command_restores_it():
     _add("before", MARCH)
