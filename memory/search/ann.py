@@ -43,9 +43,8 @@ from memory.models import Embedding
 try:
     import usearch
     from usearch.index import Index, MetricKind
-    from usearch.index import search as brute_force
 except ImportError:  # the index is optional: without it large scopes answer `vector_index_unavailable`
-    usearch = Index = MetricKind = brute_force = None
+    usearch = Index = MetricKind = None
 
 logger = logging.getLogger("fermix.memory.ann")
 
@@ -176,14 +175,6 @@ def nearest_keys(current: Opened, vector: np.ndarray, count: int) -> list[int]:
         return []
     matches = current.index.search(np.asarray(vector, dtype=np.float32), min(count, current.meta.count), threads=1)
     return [int(k) for k in matches.keys]
-
-
-def exact_nearest(matrix: np.ndarray, vector: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of a float16 matrix nearest to `vector` by dot product, scored exactly (SIMD on the float16
-    values, no float32 copy of the matrix): (row numbers, scores), best first."""
-    found = brute_force(matrix, np.asarray(vector, dtype=np.float16), min(count, len(matrix)), MetricKind.IP,
-                        exact=True, threads=1)
-    return found.keys.astype(np.int64), 1.0 - found.distances.astype(np.float32)
 
 
 def current_vectors(keys: list[int]) -> list[tuple[int, int, bytes]]:

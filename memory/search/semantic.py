@@ -31,6 +31,11 @@ from memory.search import ann, any_after, orm_filters, passing, vector_files
 from memory.search.rank import Scored
 from memory.vectors import EMBEDDED_KINDS, GRACE, vectors_generation
 
+try:
+    import numkong
+except ImportError:  # installed with usearch; exact search then scores in numpy
+    numkong = None
+
 CANDIDATES = 5  # the nearest limit × CANDIDATES vectors are checked against the filters
 PINNED_CANDIDATES = 40  # … × this many for an owner or conversation searched through the agent's index
 MAX_ENTRIES = 256
@@ -249,14 +254,22 @@ def _best(entry: _Entry, vector: np.ndarray, wanted: int) -> list[tuple[int, flo
     """The `wanted` nearest (object id, cosine) of an entry, best first."""
     if not len(entry.ids):
         return []
-    if ann.available():  # usearch scores float16 rows directly, several times faster than a float32 copy
-        rows, scores = ann.exact_nearest(entry.matrix, vector, wanted)
-        return [(int(entry.ids[i]), float(score)) for i, score in zip(rows, scores, strict=True)]
-    scores = entry.matrix.astype(np.float32) @ vector if len(entry.ids) <= 20_000 else _chunked(entry.matrix, vector)
+    scores = _scores(entry.matrix, vector)
     wanted = min(len(scores), wanted)
     best = np.argpartition(-scores, wanted - 1)[:wanted]
     best = best[np.argsort(-scores[best], kind="stable")]
     return [(int(entry.ids[i]), float(scores[i])) for i in best]
+
+
+def _scores(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """Each float16 row's dot product with `vector`, in float32. numkong multiplies the float16 values with
+    the CPU's SIMD and sums in float32, without a float32 copy of the matrix: 2.2 ms for the 41,745 rows of
+    the largest conversation at a million messages, where usearch's exact search took 6.1 ms and a float32
+    copy 22 ms. Without numkong (it comes with usearch), block by block in float32."""
+    if numkong is not None:
+        query = np.asarray(vector, dtype=np.float16)[None, :]
+        return np.asarray(numkong.cdist(matrix, query, metric="dot", out_dtype="float32")).ravel()
+    return matrix.astype(np.float32) @ vector if len(matrix) <= 20_000 else _chunked(matrix, vector)
 
 
 def _passing(kind: str, candidates: list[tuple[int, float]], filters: dict, limit: int) -> list[Scored]:

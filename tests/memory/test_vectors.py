@@ -8,6 +8,7 @@ are in test_embeddings.py, its relevance in bench/recall_eval.py.
 import io
 from datetime import timedelta
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 from django.db import connection
@@ -221,3 +222,18 @@ def test_memory_recall_says_when_a_row_waits_for_its_vector_and_stops_once_it_ha
     assert not [q for q in asked.captured_queries if "EXISTS" in q["sql"].upper() and "memories" in q["sql"]]
     embed_pending()  # a new vector: the kept answer is not used again
     assert memories() == {"mode": "hybrid", "degraded": None, "time": []}
+
+
+@pytest.mark.skipif(semantic.numkong is None, reason="numkong is not installed (it comes with usearch)")
+def test_exact_scores_are_the_float32_dot_products_of_the_float16_rows_and_the_best_come_first(monkeypatch):
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((5_000, 384)).astype(np.float16)
+    vector = rng.standard_normal(384).astype(np.float32)
+    expected = matrix.astype(np.float32) @ vector.astype(np.float16).astype(np.float32)
+    np.testing.assert_allclose(semantic._scores(matrix, vector), expected, rtol=1e-5, atol=1e-4)
+    entry = semantic._Entry((1,), np.arange(100, 5_100), matrix, 0, 0)
+    best = semantic._best(entry, vector, 50)
+    assert [pk for pk, _ in best] == [100 + i for i in np.argsort(-expected, kind="stable")[:50]]
+    # Without numkong, numpy's float32 products give the same order.
+    monkeypatch.setattr(semantic, "numkong", None)
+    assert [pk for pk, _ in semantic._best(entry, vector, 50)] == [pk for pk, _ in best]
