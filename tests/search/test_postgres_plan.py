@@ -227,3 +227,62 @@ def test_a_phrase_of_stop_words_is_sized_by_the_words_the_index_keeps(ids_given_
         _, _, sizes = backend._document_frequencies(cursor, search.MESSAGES, query)
     # "weren" is one of our stop words but a lexeme of `english`; "further" is a stop word of both.
     assert not query.terms and sizes == {"weren": 30}
+
+
+def test_an_owner_with_many_more_rows_than_a_pass_has_matches_reads_the_matches_and_filters_them():
+    word = plan.Pass((("finemibe",),), 80)
+    # The largest owner at a million messages (42,055 rows) and a word in 731 rows: the bitmap of the
+    # owner's index would cost more than reading the word's matches.
+    assert backend._fenced(word, {"finemib": 731}, 42_055)
+    assert backend._fenced(word, {"finemib": 3_869}, 42_055)
+    assert not backend._fenced(word, {"finemib": 731}, 500)  # an owner of average size: intersect
+    assert not backend._fenced(word, {"finemib": 731}, 0.0)  # outside the statistics: smaller still
+    assert not backend._fenced(word, {}, 42_055)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL planner statistics")
+def test_an_owner_pass_is_fenced_for_an_owner_the_statistics_know_as_large():
+    now = timezone.now()
+    Message.objects.bulk_create([
+        Message(agent_id="main", channel="t", chat_id=str(i % 7), role="user", created_at=now,
+                owner_id="big" if i % 10 else f"small{i}",
+                content=f"walnut harbor {'zebra' if i % 100 == 1 or i == 50 else 'maple'} {i}")
+        for i in range(3_000)])
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE messages")
+        backend.common_owners._entries.clear()
+        plan.document_frequencies.clear()
+        # "zebra": 30 rows of "big" (90 % of the rows) and one of "small50"; past the statistics' owners.
+        for owner, fenced in (("big", True), ("small50", False)):
+            filters = {"agent_id": "main", "owner_id": owner}
+            with CaptureQueriesContext(connection) as sent:
+                found = [row.id for row in search.search_messages(query="zebra", filters=filters, limit=20)]
+            expected = list(Message.objects.filter(content__contains="zebra", **filters).order_by("-id")
+                            .values_list("id", flat=True))
+            assert expected and sorted(found) == sorted(expected[:20]), owner
+            passes = [q["sql"] for q in sent if "search_vector @@" in q["sql"] and "ORDER BY t.id + 0" in q["sql"]]
+            assert passes and all(("OFFSET 0) t WHERE" in sql) == fenced for sql in passes), owner
+    finally:
+        backend.common_owners._entries.clear()
+        plan.document_frequencies.clear()
+        Message.objects.all().delete()
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL replies")
+def test_the_replies_in_an_owner_s_scope_are_the_owner_s_next_messages_of_each_hit_s_conversation(ids_given_back):
+    # The owner's filter is an expression no index serves (`following`): it still filters exactly.
+    start = timezone.now() - timezone.timedelta(days=30)
+    Message.objects.bulk_create([
+        Message(agent_id="main", channel="t", chat_id=str(i % 3), owner_id="dana" if i % 5 else "sam",
+                role="user" if i % 2 else "assistant", created_at=start + timezone.timedelta(seconds=i),
+                content=f"note {i}")
+        for i in range(300)])
+    hits = list(Message.objects.filter(owner_id="dana").order_by("id").values_list("id", "chat_id")[:5])
+    filters = {"agent_id": "main", "owner_id": "dana"}
+    replies = backend.following([pk for pk, _ in hits], filters, 2)
+    for pk, chat in hits:
+        after = Message.objects.filter(chat_id=chat, id__gt=pk, **filters).order_by("created_at", "id")[:2]
+        assert [r for r, _ in replies[pk]] == [m.id for m in after] and len(after) == 2
