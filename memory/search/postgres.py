@@ -25,6 +25,8 @@ the heap rows it visits (the planner, left alone, walks for any LIMIT or sorts e
   million, then older ids sized by the density found;
 - in one conversation from `messages_chat_search_idx` alone, the other filters applied outside a
   fenced subquery (`_in_conversation`);
+- for an owner the statistics know as large, from the GIN index alone too, the owner's filter applied
+  outside a fenced subquery (`_fenced`), rather than beside a bitmap of the owner's whole index;
 - a quoted phrase's stop words size its pass (`english` keeps "weren", in 45 % of rows).
 
 A statement costs a round trip and its planning (about 0.3 ms) however little it reads, so a query
