@@ -184,6 +184,12 @@ def _windows(corpus, tsquery: str, params: list, filters: dict, step: plan.Pass,
     return statement
 
 
+def _item_rows(step: plan.Pass, df: dict[str, float]) -> list[float]:
+    """The rows expected to hold each item of the pass (a phrase: its rarest word's), where a word's
+    frequency is known."""
+    return [min(known) for item in step.words if (known := [df[s] for w in item if (s := stem(w)) in df])]
+
+
 def _walk_rows(step: plan.Pass, df: dict[str, float], max_id: int) -> float | None:
     """How many rows a walk newest first reads to find the pass's `limit` matches (about limit × rows /
     the rows expected to hold all its items), or None when no word's frequency is known.
@@ -193,7 +199,7 @@ def _walk_rows(step: plan.Pass, df: dict[str, float], max_id: int) -> float | No
     an index pass's first window (CORRELATION times the matches it needs when the words always meet).
     Taken as rare as its rarest item, a pair of words in 1,800 rows each was read in three windows of
     ids, and pairs of common words that rarely meet were walked newest first (19–22 ms a pass)."""
-    items = [min(known) for item in step.words if (known := [df[s] for w in item if (s := stem(w)) in df])]
+    items = _item_rows(step, df)
     if not items:
         return None
     rarest = max(min(items), 1.0)
@@ -233,7 +239,7 @@ def _fenced(step: plan.Pass, df: dict[str, float], owner_rows: float) -> bool:
     filtered about 1.4 µs (714 in 1.0 ms), so past OWNER_FENCE entries a match the matches are cheaper
     read. `owner_rows`: the owner's rows by the planner's statistics (an owner outside them is smaller
     than every owner in them, and is not fenced)."""
-    items = [min(known) for item in step.words if (known := [df[s] for w in item if (s := stem(w)) in df])]
+    items = _item_rows(step, df)
     return bool(items) and owner_rows > OWNER_FENCE * max(min(items), 1.0)
 
 
@@ -429,9 +435,10 @@ def following(ids: list[int], filters: dict, count: int) -> dict[int, list[tuple
     chat's and read every row of the hit's conversation (4,466 heap blocks for five hits in an owner's
     conversations of 900 messages) to sort them.
     """
-    owner = filters.get("owner_id")
-    where, params = where_sql("m", {k: v for k, v in filters.items() if k != "owner_id" or not isinstance(v, str)})
-    if isinstance(owner, str):
+    rest = dict(filters)
+    owner = rest.pop("owner_id") if isinstance(filters.get("owner_id"), str) else None
+    where, params = where_sql("m", rest)
+    if owner is not None:
         where, params = f"{where} AND m.owner_id || '' = %s", [*params, owner]
     sql = (
         "SELECT h.id, r.id, r.content FROM messages h CROSS JOIN LATERAL (SELECT m.id, m.content, m.created_at "
