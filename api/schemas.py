@@ -31,7 +31,7 @@ Ident = Annotated[str, Field(min_length=1, max_length=64, json_schema_extra={"pa
 _SPACE = "\\t-\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
 NOT_BLANK = f"[^{_SPACE}]"  # a text with something in it once stripped
 BLANK = f"^[{_SPACE}]*$"
-ScopeText = Annotated[str, Field(max_length=600, json_schema_extra={
+ScopeText = Annotated[str, Field(min_length=1, max_length=600, json_schema_extra={
     "pattern": "^(?:global|" + KEY_PATTERN.strip("^$") + ")$",
     "description": "`global` for the prompt files, a conversation key for checkpoints"})]
 ConversationText = Annotated[str, Field(max_length=600, json_schema_extra={

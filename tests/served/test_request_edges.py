@@ -130,3 +130,14 @@ def test_the_landing_page_is_served_and_links_the_console_docs_and_health(server
             assert f'href="{href}"' in page.text
             assert anonymous.get(href).status_code in (200, 302)
         assert anonymous.post("/").status_code in (403, 405)  # CSRF or the method: never a 500
+
+
+@pytest.mark.parametrize("path", ["/api/v1/agents/main/resources/user_md/revisions?scope=",
+                                  "/api/v1/agents/main/resources/user_md/revisions/1?scope=",
+                                  "/api/v1/agents/main/resources/user_md/diff?a=1&b=1&scope="])
+def test_an_empty_scope_is_refused_as_its_document_says(server, path):
+    # The OpenAPI document gives `scope` as `global` or a conversation key: an empty one is neither.
+    with server.client(server.operator) as client:
+        answer = client.get(path)
+    assert (answer.status_code, answer.json()["error"]["code"]) == (422, "invalid_input"), answer.text
+    assert answer.json()["error"]["details"][0]["where"] == "scope"
