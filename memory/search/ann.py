@@ -80,6 +80,7 @@ class Meta:
     size: int  # the file's bytes
     digest: str  # blake2b of the file
     built_at: str
+    total: list[float] | None = None  # the sum of its vectors (a mean to centre on); None: built before it was kept
 
 
 @dataclass
@@ -196,16 +197,18 @@ def _scope_rows(model_id: str, kind: str, agent_id: str):
     return Embedding.objects.filter(model_id=model_id, kind=kind, agent_id=agent_id)
 
 
-def _add(index, rows, dimensions: int, threads: int) -> int:
-    """Add (id, vector) rows to the index a batch at a time; returns how many."""
+def _add(index, rows, dimensions: int, threads: int) -> tuple[int, np.ndarray]:
+    """Add (id, vector) rows to the index a batch at a time; returns how many, and the sum of their vectors."""
     added, keys, blobs = 0, [], []
+    total = np.zeros(dimensions, dtype=np.float32)
 
     def flush():
-        nonlocal added
+        nonlocal added, total
         if keys:
             vectors = np.frombuffer(b"".join(blobs), dtype="<f2").reshape(-1, dimensions).astype(np.float32)
             index.add(np.asarray(keys, dtype=np.uint64), vectors, threads=threads)
             added += len(keys)
+            total = total + vectors.sum(axis=0)
             keys.clear()
             blobs.clear()
 
@@ -215,7 +218,7 @@ def _add(index, rows, dimensions: int, threads: int) -> int:
         if len(keys) >= READ_BATCH:
             flush()
     flush()
-    return added
+    return added, total
 
 
 def _new_index(dimensions: int):
@@ -245,9 +248,9 @@ def build(model_id: str, dimensions: int, kind: str, agent_id: str, *, threads: 
     rows = _scope_rows(model_id, kind, agent_id).order_by("id").values_list("id", "vector")
     index = _new_index(dimensions)
     last_id = _scope_rows(model_id, kind, agent_id).order_by("-id").values_list("id", flat=True).first() or 0
-    count = _add(index, rows.filter(id__lte=last_id), dimensions, threads)
+    count, total = _add(index, rows.filter(id__lte=last_id), dimensions, threads)
     meta = Meta(FORMAT, f"usearch {usearch.__version__}", model_id, kind, agent_id, dimensions, last_id,
-                _top_object(model_id, kind, agent_id, last_id), count, 0, "", "")
+                _top_object(model_id, kind, agent_id, last_id), count, 0, "", "", [float(x) for x in total])
     return _save(index, index_path(model_id, kind, agent_id), meta)
 
 
@@ -257,9 +260,10 @@ def extend(meta: Meta, *, threads: int = 1) -> Meta:
     index = Index.restore(str(path), view=False)
     rows = _scope_rows(meta.model_id, meta.kind, meta.agent_id).filter(id__gt=meta.last_id).order_by("id")
     last_id = rows.order_by("-id").values_list("id", flat=True).first() or meta.last_id
-    added = _add(index, rows.filter(id__lte=last_id).values_list("id", "vector"), meta.dimensions, threads)
+    added, total = _add(index, rows.filter(id__lte=last_id).values_list("id", "vector"), meta.dimensions, threads)
     return _save(index, path, Meta(**{**asdict(meta), "last_id": last_id, "count": meta.count + added,
-                                      "top_object": _top_object(meta.model_id, meta.kind, meta.agent_id, last_id)}))
+                                      "top_object": _top_object(meta.model_id, meta.kind, meta.agent_id, last_id),
+                                      "total": [float(a + b) for a, b in zip(meta.total, total, strict=True)]}))
 
 
 def _top_object(model_id: str, kind: str, agent_id: str, last_id: int) -> int:
@@ -292,7 +296,8 @@ def refresh_one(model_id: str, dimensions: int, kind: str, agent_id: str, *, thr
         if not mine:
             return "busy"
         meta = read_meta(path)
-        if rebuild or not _whole(path, meta) or meta.dimensions != dimensions or _removed(meta):
+        if (rebuild or not _whole(path, meta) or meta.dimensions != dimensions or _removed(meta)
+                or meta.total is None):  # built before the sum was kept: searched uncentred until rebuilt
             build(model_id, dimensions, kind, agent_id, threads=threads)
             return "built"
         if _scope_rows(model_id, kind, agent_id).filter(id__gt=meta.last_id)[:FOLD_EVERY].count() >= FOLD_EVERY:

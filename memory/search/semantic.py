@@ -36,6 +36,10 @@ try:
 except ImportError:  # installed with usearch; exact search then scores in numpy
     numkong = None
 
+# A query over several conversations is searched as the query less this share of the scope's mean vector
+# (`_centred`): a message near the mean of everything (a word salad, "Congratulations!") lies near many
+# questions and is nobody's answer. Tuned on bench/recall_eval.py (docs/recall.md).
+CENTRING = 0.3
 CANDIDATES = 5  # the nearest limit × CANDIDATES vectors are checked against the filters
 PINNED_CANDIDATES = 40  # … × this many for an owner or conversation searched through the agent's index
 MAX_ENTRIES = 256
@@ -48,6 +52,7 @@ class _Entry:
     matrix: np.ndarray  # float16, one unit vector a row
     last_id: int  # the highest `embeddings.id` read
     top_object: int  # the highest object id read
+    total: np.ndarray  # the sum of the rows of `matrix`, float32
 
 
 _cache: dict[tuple, _Entry] = {}
@@ -109,7 +114,7 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
                 _too_large[key] = generation  # vectors only grow between removals: no need to count again
             raise TooLarge(f"more than {limit:,} vectors in scope")
         entry = entry or _Entry(generation, np.zeros(0, dtype=np.int64), np.zeros((0, dimensions), dtype=np.float16),
-                                after_id, top_object)
+                                after_id, top_object, np.zeros(dimensions, dtype=np.float32))
     if after_id:
         rows, last_id = _recent(model_id, kind, scope["agent_id"], entry.last_id, limit)
     else:
@@ -120,13 +125,14 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
     if rows:
         added = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f2").reshape(-1, dimensions)
         entry = _Entry(generation, np.concatenate([entry.ids, np.fromiter((r[1] for r in rows), dtype=np.int64)]),
-                       np.concatenate([entry.matrix, added]), last_id,
-                       max(entry.top_object, max(r[1] for r in rows)))
+                       np.concatenate([entry.matrix, added]), last_id, max(entry.top_object, max(r[1] for r in rows)),
+                       entry.total + added.sum(axis=0, dtype=np.float32))
         if not after_id and len(rows) >= vector_files.FROM_VECTORS:  # the node's next processes read the file
             vector_files.write(model_id, kind, scope, generation,
-                               vector_files.Stored(entry.ids, entry.matrix, entry.last_id, entry.top_object))
+                               vector_files.Stored(entry.ids, entry.matrix, entry.last_id, entry.top_object,
+                                                   entry.total))
     elif last_id != entry.last_id:
-        entry = _Entry(generation, entry.ids, entry.matrix, last_id, entry.top_object)
+        entry = _Entry(generation, entry.ids, entry.matrix, last_id, entry.top_object, entry.total)
     with _lock:
         if len(_cache) >= MAX_ENTRIES and key not in _cache:
             _cache.pop(next(iter(_cache)))
@@ -139,7 +145,7 @@ def _from_file(model_id: str, dimensions: int, kind: str, scope: dict, generatio
     stored = vector_files.read(model_id, kind, scope, generation, dimensions)
     if stored is None:
         return None
-    return _Entry(generation, stored.ids, stored.matrix, stored.last_id, stored.top_object)
+    return _Entry(generation, stored.ids, stored.matrix, stored.last_id, stored.top_object, stored.total)
 
 
 def clear() -> None:
@@ -203,26 +209,43 @@ def neighbours_each(kind: str, model, query: str, filter_sets: list[dict], limit
     scope = _scope(kind, filter_sets[0])
     if any(_scope(kind, filters) != scope for filters in filter_sets):
         raise ValueError("the filter sets pin different scopes")
+    # Messages of an owner or of the whole agent: several conversations (see `_centred`).
+    centred = kind == Embedding.Kind.MESSAGE and "conversation" not in scope
     if _past_exact(model, kind, scope):
-        return _approximate(kind, model, query, filter_sets, pinned=False, limit=limit)
+        return _approximate(kind, model, query, filter_sets, pinned=False, centred=centred, limit=limit)
     try:
         entry = _entry(model.model_id, model.dimensions, kind, scope)
     except TooLarge:
-        return _approximate(kind, model, query, filter_sets, pinned=len(scope) > 1, limit=limit)
+        return _approximate(kind, model, query, filter_sets, pinned=len(scope) > 1, centred=centred, limit=limit)
     degraded = ["embeddings_incomplete" if incomplete(kind, model, filters, entry.top_object, len(entry.ids) > 0,
                                                       entry.last_id) else None for filters in filter_sets]
     if not len(entry.ids):
         return [Neighbours([], why) for why in degraded]
     vector = model.embed_query(query).astype(np.float32)
+    if centred:
+        vector = _centred(vector, entry.total, len(entry.ids))
     best = _best(entry, vector, max(limit * CANDIDATES, limit))
     return [Neighbours(_passing(kind, best, filters, limit), why) for filters, why in zip(filter_sets, degraded,
                                                                                           strict=True)]
 
 
-def _approximate(kind: str, model, query: str, filter_sets: list[dict], *, pinned: bool,
+def _centred(vector: np.ndarray, total: np.ndarray, count: int) -> np.ndarray:
+    """The query less CENTRING times the mean of the `count` vectors summing to `total`. For unit vectors d,
+    d · (q − c·mean) ranks as the cosine does, less c times each vector's nearness to the mean: the
+    centring that reduces hubs in nearest-neighbour search (Suzuki et al., 2013). Over one conversation
+    the mean is its own subject, and taking it away cost the evaluation's keyword questions there; over an
+    owner's or every conversation, the messages near every question (other owners' word salads, "Well
+    deserved!") fall behind (docs/recall.md)."""
+    if count < 2:
+        return vector
+    return (vector - CENTRING * (total / count)).astype(np.float32)
+
+
+def _approximate(kind: str, model, query: str, filter_sets: list[dict], *, pinned: bool, centred: bool,
                  limit: int) -> list[Neighbours]:
     """A scope past exact search's limit: the agent's index, and exactly the vectors stored since it was
-    built. An owner or conversation (`pinned`) takes more of the index's candidates, since most are others'."""
+    built. An owner or conversation (`pinned`) takes more of the index's candidates, since most are others'.
+    `centred`: searched centred on the mean of the agent's vectors (the index's, when it records it)."""
     agent_id = filter_sets[0]["agent_id"]
     if not ann.available():
         return [Neighbours([], "vector_index_unavailable") for _ in filter_sets]
@@ -239,6 +262,9 @@ def _approximate(kind: str, model, query: str, filter_sets: list[dict], *, pinne
     degraded = ["embeddings_incomplete" if incomplete(kind, model, filters, recent.top_object, True, recent.last_id)
                 else None for filters in filter_sets]
     vector = model.embed_query(query).astype(np.float32)
+    if centred and index.meta.total is not None:
+        vector = _centred(vector, np.asarray(index.meta.total, dtype=np.float32) + recent.total,
+                          index.meta.count + len(recent.ids))
     wanted = max(limit * CANDIDATES, limit) * (PINNED_CANDIDATES if pinned else 1)
     found = ann.current_vectors(ann.nearest_keys(index, vector, wanted))
     scores = embeddings.matrix((f[2] for f in found), model.dimensions) @ vector if found else np.zeros(0)

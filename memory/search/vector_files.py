@@ -38,7 +38,7 @@ from memory.vectors import vectors_generation
 logger = logging.getLogger("fermix.memory.vector_files")
 
 FROM_VECTORS = 500  # a scope read from the database with at least this many vectors is written to its file
-MAGIC = b"FERMIX-VECTORS-1"
+MAGIC = b"FERMIX-VECTORS-2"  # 2: the header holds the sum of the vectors
 ALIGN = 64
 ABANDONED_S = 600  # a temporary file this old was left by a process that died writing it
 
@@ -49,6 +49,7 @@ class Stored:
     matrix: np.ndarray  # float16 unit vectors, one a row, memory-mapped
     last_id: int  # the highest `embeddings.id` the file holds
     top_object: int  # the highest object id it holds
+    total: np.ndarray  # the sum of the vectors, float32 (the scope's mean times its size)
 
 
 def folder(agent_id: str) -> Path:
@@ -121,7 +122,7 @@ def _mapped(file, header: dict, offset: int) -> Stored:
     count, dimensions = header["count"], header["dimensions"]
     ids = np.memmap(file, dtype="<i8", mode="r", offset=offset, shape=(count,))
     matrix = np.memmap(file, dtype="<f2", mode="r", offset=offset + 8 * count, shape=(count, dimensions))
-    return Stored(ids, matrix, header["last_id"], header["top_object"])
+    return Stored(ids, matrix, header["last_id"], header["top_object"], np.asarray(header["total"], dtype=np.float32))
 
 
 def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], stored: Stored) -> None:
@@ -130,7 +131,8 @@ def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], st
     header = json.dumps({"model_id": model_id, "kind": kind, "scope": _pinned(scope),
                          "dimensions": int(stored.matrix.shape[1]), "generation": list(generation),
                          "count": len(stored.ids), "last_id": stored.last_id,
-                         "top_object": stored.top_object}).encode()
+                         "top_object": stored.top_object,
+                         "total": [float(x) for x in np.asarray(stored.total, dtype=np.float32)]}).encode()
     start = MAGIC + struct.pack("<I", len(header)) + header
     tmp = where.with_name(f"{where.name}.{os.getpid()}.tmp")
     try:

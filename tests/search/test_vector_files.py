@@ -179,3 +179,21 @@ def test_a_time_span_and_the_rest_share_one_search_of_the_scope(files):
     assert sum("FROM \"embeddings\"" in q["sql"] for q in queries.captured_queries) <= 1
     with pytest.raises(ValueError):
         semantic.neighbours_each("message", model, "a walk", [base, {"agent_id": "main", "owner_id": "x"}], 20)
+
+
+def test_the_file_holds_the_sum_of_its_vectors_and_one_of_the_format_before_is_replaced(files):
+    said(30)
+    embed_pending()
+    first = recall()
+    model = embeddings.embedder()
+    rows = Embedding.objects.filter(kind="message", conversation="telegram:5:root").values_list("vector", flat=True)
+    generation = semantic._cache[next(iter(semantic._cache))].generation
+    stored = vector_files.read(model.model_id, "message", SCOPE, generation, model.dimensions)
+    assert stored.total.tolist() == pytest.approx(embeddings.matrix(rows, model.dimensions).sum(axis=0).tolist(),
+                                                  abs=1e-3)
+    path = scope_file()
+    path.write_bytes(path.read_bytes().replace(vector_files.MAGIC, b"FERMIX-VECTORS-1", 1))  # written before
+    assert vector_files.read(model.model_id, "message", SCOPE, generation, model.dimensions) is None
+    assert not path.exists()
+    semantic.clear()
+    assert recall() == first and path.exists()  # written again from the database
