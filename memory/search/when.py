@@ -1,4 +1,4 @@
-"""Time in a recall query: "yesterday", "last week", "in August 2023", "on 25 May 2022", "3 days ago".
+"""Time in a recall query: "yesterday", "last night", "last week", "in August 2023", "on 25 May 2022", "3 days ago".
 
 `read_time(text, now)` finds the expressions a person uses to say when, turns each into a span of days
 (`Span`, half-open, in UTC) and returns the query without them, so the words of the date do not match
@@ -138,8 +138,8 @@ def _day_before_yesterday(m, today):
     return _one_day(today - timedelta(days=2))
 
 
-@_form(r"\byesterday\b")
-def _yesterday(m, today):
+@_form(r"\b(?:yesterday|last\s+night)\b")
+def _yesterday(m, today):  # "last night" is yesterday's (UTC) day, as "tonight" is today's
     return _one_day(today - timedelta(days=1))
 
 

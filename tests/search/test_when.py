@@ -15,6 +15,7 @@ def day(text: str) -> datetime:
 
 @pytest.mark.parametrize(("query", "rest", "start", "end", "label"), [
     ("what did I do yesterday?", "what did I do ?", "2026-03-17", "2026-03-18", "time: 2026-03-17"),
+    ("what did she tell me last night?", "what did she tell me ?", "2026-03-17", "2026-03-18", "time: 2026-03-17"),
     ("the day before yesterday I", "I", "2026-03-16", "2026-03-17", "time: 2026-03-16"),
     ("where was I in August 2023", "where was I", "2023-08-01", "2023-09-01", "time: 2023-08"),
     ("what happened on 25 May 2022", "what happened", "2022-05-25", "2022-05-26", "time: 2022-05-25"),
