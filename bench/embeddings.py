@@ -259,6 +259,28 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# The embedding goals of docs/recall.md for the default model: (what, the figure, at least / at most, the bound).
+GOALS = [("chat messages embedded a CPU second, in batches", "short_per_cpu_s", ">=", 50),
+         ("a query, ms of CPU at p95", "query_p95_cpu_ms", "<=", 15),
+         ("a worker with the model loaded and used, RSS MiB after batches", "rss_after_mib", "<=", 300),
+         ("bytes a stored vector (float16)", "vector_bytes", "<=", 1024)]
+
+
+def goals(results: list[dict]) -> list[str]:
+    """The default model's figures against the goals, met / not met; empty when it was not measured."""
+    r = next((r for r in results if r.get("model") == local.DEFAULT_MODEL and "skipped" not in r), None)
+    if r is None:
+        return []
+    figures = {**r, "vector_bytes": 2 * r["dimensions"]}
+    lines = [f"| goal ({local.DEFAULT_MODEL}) | measured | bound | met |", "|---|---|---|---|"]
+    for what, key, sense, bound in GOALS:
+        value = figures[key]
+        met = value >= bound if sense == ">=" else value <= bound
+        lines.append(f"| {what} | {value:.1f} | {'≥' if sense == '>=' else '≤'} {bound} | "
+                     f"{'met' if met else 'not met'} |")
+    return lines
+
+
 def _first(result: dict) -> str:
     return f"; {result['first_load_peak_mib']:.0f}" if "first_load_peak_mib" in result else ""
 
@@ -282,6 +304,8 @@ def main():
         print("\n".join(json.dumps(r) for r in results))
     else:
         print(table(results))
+        if lines := goals(results):
+            print("\n" + "\n".join(lines))
         print(f"\n{machine()}; one thread per model; batches of {BATCH}")
 
 

@@ -16,7 +16,7 @@ lexical, asked without the argument. A mode the tool refuses, or whose `meta` na
 reported as not available.
 
     .venv/bin/python -m bench.recall_eval                        # lexical, scopes current and all, SQLite
-    .venv/bin/python -m bench.recall_eval --mode all --misses    # every mode; the questions each one misses
+    .venv/bin/python -m bench.recall_eval --mode all --misses    # every mode, the goals; the questions missed
     .venv/bin/python -m bench.recall_eval --scope current --json
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python -m bench.recall_eval
 
@@ -245,6 +245,31 @@ def table(report: dict) -> str:
     return "\n".join(lines).lstrip("\n")
 
 
+# The relevance goals of docs/recall.md: hybrid recall@10 in scope current and over all conversations.
+GOALS = {"current": 0.95, "all": 0.85}
+
+
+def goals(report: dict) -> list[str]:
+    """The relevance goals with met / not met, to three decimals: hybrid recall@10 overall ≥ GOALS in each
+    scope, and above lexical in every class (recall@10; equal is not above). Empty without both modes."""
+    modes = report["modes"]
+    if not all(m in modes and modes[m]["available"] for m in ("hybrid", "lexical")):
+        return []
+    lines = ["| goal | measured | met |", "|---|---|---|"]
+    for scope, goal in GOALS.items():
+        if scope in modes["hybrid"]["scopes"]:
+            value = modes["hybrid"]["scopes"][scope]["classes"][OVERALL]["recall@10"]
+            lines.append(f"| hybrid recall@10, scope {scope} ≥ {goal:.2f} | {value:.3f} | "
+                         f"{'met' if value >= goal else 'not met'} |")
+    for scope in modes["hybrid"]["scopes"]:
+        hybrid, lexical = modes["hybrid"]["scopes"][scope]["classes"], modes["lexical"]["scopes"][scope]["classes"]
+        behind = [f"{kind} {hybrid[kind]['recall@10']:.3f} ≤ {lexical[kind]['recall@10']:.3f}" for kind in CLASSES
+                  if hybrid[kind]["recall@10"] <= lexical[kind]["recall@10"]]
+        lines.append(f"| hybrid above lexical in every class, scope {scope} | "
+                     f"{'; '.join(behind) or 'every class above'} | {'not met' if behind else 'met'} |")
+    return lines
+
+
 def _cell(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
@@ -321,6 +346,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"# recall evaluation — {report['date']} — {report['vendor']} — {report['questions']} questions over "
           f"{len(PERSONAS)} conversations ({report['messages']} messages), {args.distractors} distractors\n")
     print(table(report))
+    if lines := goals(report):
+        print("\n**Goals**\n" + "\n".join(lines))
     if args.misses:
         print(misses_text(report))
 

@@ -374,3 +374,17 @@ def test_a_broken_kept_graph_is_written_again(tmp_path):
 def test_the_configured_local_model_keeps_its_graph_under_fermix_home(home):
     model = embeddings.embedder()
     assert model.cache_dir == home.home / "cache" / "embeddings" and model.batch == 8
+
+
+def test_the_embedding_benchmark_prints_the_default_models_goals_met_or_not():
+    from bench import embeddings as bench_embeddings
+    from memory.embeddings.local import DEFAULT_MODEL
+
+    measured = {"model": DEFAULT_MODEL, "dimensions": 384, "short_per_cpu_s": 135.2, "query_p95_cpu_ms": 19.7,
+                "rss_after_mib": 220.0}
+    lines = bench_embeddings.goals([{"model": "other", "skipped": "not installed"}, measured])
+    assert "| chat messages embedded a CPU second, in batches | 135.2 | ≥ 50 | met |" in lines
+    assert "| a query, ms of CPU at p95 | 19.7 | ≤ 15 | not met |" in lines
+    assert "| a worker with the model loaded and used, RSS MiB after batches | 220.0 | ≤ 300 | met |" in lines
+    assert "| bytes a stored vector (float16) | 768.0 | ≤ 1024 | met |" in lines
+    assert bench_embeddings.goals([{"model": DEFAULT_MODEL, "skipped": "not installed"}]) == []

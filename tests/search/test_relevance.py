@@ -179,3 +179,22 @@ def test_a_multi_hop_question_is_found_when_every_hop_is_and_partly_when_one_is(
 def test_every_mode_is_asked_by_name():
     assert {mode: recall_eval.mode_arguments(mode) for mode in ("lexical", "hybrid", "semantic")} == {
         "lexical": {"mode": "lexical"}, "hybrid": {"mode": "hybrid"}, "semantic": {"mode": "semantic"}}
+
+
+def test_the_goals_are_printed_met_or_not_met_to_three_decimals():
+    def scope(overall, **classes):
+        rows = {kind: {"recall@10": classes.get(kind, 0.5)} for kind in CLASSES}
+        return {"classes": {**rows, "overall": {"recall@10": overall}}}
+
+    report = {"modes": {
+        "lexical": {"available": True, "scopes": {"current": scope(0.7, keyword=1.0), "all": scope(0.6)}},
+        "hybrid": {"available": True, "scopes": {"current": scope(0.9454, keyword=1.0, paraphrase=0.9),
+                                                 "all": scope(0.85, **dict.fromkeys(CLASSES, 0.6))}}}}
+    lines = recall_eval.goals(report)
+    assert "| hybrid recall@10, scope current ≥ 0.95 | 0.945 | not met |" in lines
+    assert "| hybrid recall@10, scope all ≥ 0.85 | 0.850 | met |" in lines
+    behind = next(line for line in lines if "every class, scope current" in line)
+    assert "keyword 1.000 ≤ 1.000" in behind and "paraphrase" not in behind and behind.endswith("| not met |")
+    assert "| hybrid above lexical in every class, scope all | every class above | met |" in lines
+    del report["modes"]["lexical"]
+    assert recall_eval.goals(report) == []
