@@ -249,24 +249,36 @@ def table(report: dict) -> str:
 GOALS = {"current": 0.95, "all": 0.85}
 
 
-def goals(report: dict) -> list[str]:
-    """The relevance goals with met / not met, to three decimals: hybrid recall@10 overall ≥ GOALS in each
-    scope, and above lexical in every class (recall@10; equal is not above). Empty without both modes."""
+def goal_checks(report: dict) -> list[tuple[str, str, str, bool]]:
+    """The relevance goals as (goal, measured, bound, met), to three decimals: hybrid recall@10 overall ≥
+    GOALS in each scope, and above lexical in every class (recall@10; equal is not above). Empty without
+    both modes."""
     modes = report["modes"]
     if not all(m in modes and modes[m]["available"] for m in ("hybrid", "lexical")):
         return []
-    lines = ["| goal | measured | met |", "|---|---|---|"]
+    checks = []
     for scope, goal in GOALS.items():
         if scope in modes["hybrid"]["scopes"]:
             value = modes["hybrid"]["scopes"][scope]["classes"][OVERALL]["recall@10"]
-            lines.append(f"| hybrid recall@10, scope {scope} ≥ {goal:.2f} | {value:.3f} | "
-                         f"{'met' if value >= goal else 'not met'} |")
+            checks.append((f"hybrid recall@10, scope {scope}", f"{value:.3f}", f"≥ {goal:.2f}", value >= goal))
     for scope in modes["hybrid"]["scopes"]:
         hybrid, lexical = modes["hybrid"]["scopes"][scope]["classes"], modes["lexical"]["scopes"][scope]["classes"]
         behind = [f"{kind} {hybrid[kind]['recall@10']:.3f} ≤ {lexical[kind]['recall@10']:.3f}" for kind in CLASSES
                   if hybrid[kind]["recall@10"] <= lexical[kind]["recall@10"]]
-        lines.append(f"| hybrid above lexical in every class, scope {scope} | "
-                     f"{'; '.join(behind) or 'every class above'} | {'not met' if behind else 'met'} |")
+        checks.append((f"hybrid above lexical in every class, scope {scope}", "; ".join(behind) or
+                       "every class above", "every class", not behind))
+    return checks
+
+
+def goals(report: dict) -> list[str]:
+    """`goal_checks` as a markdown table; empty without both modes."""
+    checks = goal_checks(report)
+    if not checks:
+        return []
+    lines = ["| goal | measured | met |", "|---|---|---|"]
+    for goal, measured, bound, met in checks:
+        label = goal if bound == "every class" else f"{goal} {bound}"
+        lines.append(f"| {label} | {measured} | {'met' if met else 'not met'} |")
     return lines
 
 

@@ -11,16 +11,20 @@ deleted at the end; each run reviews conversations not reviewed before, so a ful
 several runs). Every figure is printed beside its budget and whether the run met it; the storage
 primitives (append, window read, full-text query, file write) also beside the same storage work done
 with raw sqlite3 in the same run (`bench.raw`), and the ratio. The composer, the rebuild and the
-reviewer have no raw copy: their budgets are absolute. Recall by query class and the console's
-changelists have their own benchmarks (`bench/recall.py`, `bench/admin_changelists.py`).
+reviewer have no raw copy: their budgets are absolute. The relevance goals (`bench.recall_eval`) and the
+default embedding model's (`bench.embeddings`) run in processes of their own and are printed the same way.
+Recall by query class and the console's changelists have their own benchmarks (`bench/recall.py`,
+`bench/admin_changelists.py`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,16 +47,49 @@ FAMILIES = {
     "embedding_cost": storage.measure_embedding_cost,
     "http": lambda data, count, state: http.measure_http(data, count, raw_rate=state.get("raw_rate")),
     "throughput": review.measure_throughput,
+    "relevance": lambda data, count: measure_relevance(),
+    "embedding_model": lambda data, count: measure_embedding_model(),
 }
 TAKES_STATE = ("ingest", "http")  # ingest leaves raw sqlite3's rate there for the HTTP family
 COUNTS = {
     "quick": {"window": 1000, "search": 200, "file": 300, "prompt": 300, "rebuild": 60, "review": 60, "diff": 5,
               "ingest": 4000, "durability": 4000,
-              "embedding_cost": 4000, "http": 3000, "throughput": 40},
+              "embedding_cost": 4000, "http": 3000, "throughput": 40, "relevance": 1, "embedding_model": 1},
     "full": {"window": 10000, "search": 1000, "file": 1000, "prompt": 2000, "rebuild": 200, "review": 150,
              "diff": 10, "ingest": 20000, "durability": 10000,
-             "embedding_cost": 10000, "http": 6000, "throughput": 200},
+             "embedding_cost": 10000, "http": 6000, "throughput": 200, "relevance": 1, "embedding_model": 1},
 }
+
+
+def _bench_json(module: str, *arguments: str) -> list[dict]:
+    """Another benchmark's JSON output, run in a process of its own (on SQLite, in its own FERMIX_HOME)."""
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "FERMIX_HOME")}
+    done = subprocess.run([sys.executable, "-m", module, *arguments], capture_output=True, text=True, env=env,
+                          timeout=3600, check=True)
+    text = done.stdout.strip()
+    return [json.loads(text)] if text.startswith("{\n") else [json.loads(line) for line in text.splitlines()]
+
+
+def measure_relevance() -> list[Figure]:
+    """The relevance goals on the evaluation (`bench.recall_eval --mode all`)."""
+    from bench import recall_eval
+
+    report = _bench_json("bench.recall_eval", "--mode", "all", "--json")[0]
+    return [Figure(f"relevance: {goal}", measured, bound, met, note="bench.recall_eval, SQLite")
+            for goal, measured, bound, met in recall_eval.goal_checks(report)]
+
+
+def measure_embedding_model() -> list[Figure]:
+    """The embedding goals of the default local model (`bench.embeddings`)."""
+    from bench import embeddings
+    from memory.embeddings.local import DEFAULT_MODEL
+
+    results = _bench_json("bench.embeddings", "--models", DEFAULT_MODEL, "--json")
+    skipped = [r["skipped"] for r in results if "skipped" in r]
+    if skipped:
+        return [Figure(f"embedding model {DEFAULT_MODEL}", "not measured", "", None, note=skipped[0])]
+    return [Figure(f"embedding model: {what}", value, bound, met, note=DEFAULT_MODEL)
+            for what, value, bound, met in embeddings.goal_checks(results)]
 
 
 def run_family(name: str, data, count: int, state: dict) -> list[Figure]:
