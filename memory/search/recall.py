@@ -5,9 +5,9 @@
 `time: …`) and leave the lexical query, so a month's name does not match unrelated messages. `after` and
 `before` are hard bounds. The lexical ranking is `memory.search.lexical_hits` (the replies after the best
 hits included, marked `context: reply`); the semantic one is the nearest vectors (`memory.search.semantic`);
-`hybrid` fuses the two by weighted reciprocal rank. Each row gets `signals`:
-`{"lexical_rank", "semantic_rank", "score", "why"}` and `context` (`"reply"` or None), and the answer says
-which mode ran and, when a weaker one ran instead, why (`degraded`).
+`hybrid` fuses the two by weighted reciprocal rank (the first match of each query word kept near the top).
+Each row gets `signals`: `{"lexical_rank", "semantic_rank", "score", "why"}` and `context` (`"reply"` or
+None), and the answer says which mode ran and, when a weaker one ran instead, why (`degraded`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from memory.models import Embedding, Message
 from memory.search import MAX_LIMIT, Corpus, bridge, lexical_hits, rows_of, semantic, with_replies
 from memory.search.filters import where_sql
 from memory.search.rank import MARK_END, MARK_START, Scored
-from memory.search.text import analyse
+from memory.search.text import analyse, stem
 from memory.search.when import Span, read_time
 
 logger = logging.getLogger("fermix.memory.recall")
@@ -129,12 +129,36 @@ def _semantic(corpus: Corpus, model, text: str, filters: dict, span: dict | None
     return [], hits, degraded
 
 
-def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int) -> list[tuple[Scored, float]]:
+def _matched(hit: Scored) -> set[str]:
+    return {stem(w.lower()) for w in MARKED.findall(hit.snippet)}
+
+
+def lexical_ranks(lexical: list[Scored]) -> dict[int, int]:
+    """Each lexical match's rank in the fusion: its place in the list, or, for the first match of a word no
+    match above it had, one place after one match per word already covered. A question of two words
+    answered by a message with the rarer one is not lost behind every short message with the other ("who is
+    Rui's wife?": the name, which weighs more, in six greetings to Rui; "wife" in the answer, below them).
+    The replies in the list keep their places and cover no word."""
+    ranks, covered = {}, set()
+    for place, hit in enumerate(lexical, start=1):
+        if hit.reply_to is not None:
+            continue
+        words = _matched(hit)
+        ranks[hit.id] = min(place, len(covered) + 1) if covered and words - covered else place
+        covered |= words
+    return ranks
+
+
+def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int, *,
+         covering: bool = True) -> list[tuple[Scored, float]]:
     """One ranking from two, by weighted reciprocal rank: W_LEXICAL / (RRF_K + rank) + W_SEMANTIC / (RRF_K +
-    rank); a reply stands at least REPLY_SHARE of the row it answers. Returns (hit, fused score), best first."""
+    rank), the lexical ranks by `lexical_ranks` when `covering` (else the list's places); a reply stands at
+    least REPLY_SHARE of the row it answers. Returns (hit, fused score), best first."""
     scores: dict[int, float] = {}
     hits: dict[int, Scored] = {}
-    for rank, hit in enumerate(lexical, start=1):
+    ranks = lexical_ranks(lexical) if covering else {}
+    for place, hit in enumerate(lexical, start=1):
+        rank = ranks.get(hit.id, place)
         scores[hit.id] = scores.get(hit.id, 0.0) + W_LEXICAL / (RRF_K + rank)
         hits.setdefault(hit.id, hit)
     for rank, hit in enumerate(semantic_hits, start=1):
@@ -210,7 +234,10 @@ def recall(corpus: Corpus, *, query: str, filters: dict, limit: int = 20, mode: 
             if ran == "semantic":
                 lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, limit)
             ran, semantic_in, semantic_out = "lexical", [], []
-    ranked = fuse(lexical_in, semantic_in, limit) + fuse(lexical_out, semantic_out, limit)
+    # Lexical recall keeps its ranker's order (and shows its score); the word coverage is the fusion's.
+    covering = ran == "hybrid"
+    ranked = fuse(lexical_in, semantic_in, limit, covering=covering) + fuse(lexical_out, semantic_out, limit,
+                                                                              covering=covering)
     seen, ordered = set(), []
     for hit, score in ranked:
         if hit.id not in seen:

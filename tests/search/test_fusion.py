@@ -1,0 +1,37 @@
+"""The fusion of the lexical and semantic rankings (`memory.search.recall.fuse`): word coverage, replies."""
+
+from memory.search.rank import MARK_END, MARK_START, Scored
+from memory.search.recall import RRF_K, W_LEXICAL, fuse, lexical_ranks
+
+
+def match(pk, *words, reply_to=None):
+    marked = " ".join(f"{MARK_START}{w}{MARK_END}" for w in words)
+    return Scored(pk, 1.0, f"said {marked} here", reply_to=reply_to)
+
+
+def test_the_first_match_of_a_word_no_match_above_had_ranks_after_one_match_per_word_covered():
+    # "who is Rui's wife?": greetings to Rui first (the name weighs more), the answer with "wife" 7th.
+    lexical = [match(1, "Rui"), match(2, "Rui"), match(3, "Rui"), match(4, "Rui"), match(5, "Rui"),
+               match(6, "Rui"), match(7, "wife")]
+    assert lexical_ranks(lexical) == {1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6, 7: 2}
+
+
+def test_words_are_compared_by_stem_and_a_match_of_covered_words_keeps_its_place():
+    lexical = [match(1, "bowling"), match(2, "Bowled"), match(3, "bowling", "team"), match(4, "teams")]
+    assert lexical_ranks(lexical) == {1: 1, 2: 2, 3: 2, 4: 4}
+
+
+def test_replies_keep_their_places_and_cover_no_word():
+    lexical = [match(1, "bowling"), match(2, reply_to=1), match(3, reply_to=1), match(4, "bowling"),
+               match(5, "team")]
+    assert lexical_ranks(lexical) == {1: 1, 4: 4, 5: 2}
+
+
+def test_hybrid_fusion_keeps_the_other_words_match_within_the_first_ten():
+    lexical = [match(i, "Rui") for i in range(1, 7)] + [match(7, "wife")]
+    semantic = [Scored(100 + i, 0.5, "") for i in range(10)]
+    covered = [hit.id for hit, _ in fuse(lexical, semantic, 10)]
+    assert 7 in covered
+    plain = fuse(lexical, semantic, 10, covering=False)
+    assert 7 not in [hit.id for hit, _ in plain]
+    assert dict((hit.id, score) for hit, score in fuse(lexical, [], 10))[7] == W_LEXICAL / (RRF_K + 2)
