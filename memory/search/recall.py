@@ -129,21 +129,22 @@ def _semantic(corpus: Corpus, model, text: str, filters: dict, span: dict | None
     return [], hits, degraded
 
 
-def _matched(hit: Scored) -> set[str]:
-    return {stem(w.lower()) for w in MARKED.findall(hit.snippet)}
+def _marked(hit: Scored) -> list[str]:
+    """The words of `hit`'s snippet that matched the query, lower-cased, each once, in order."""
+    return list(dict.fromkeys(m.lower() for m in MARKED.findall(hit.snippet)))
 
 
 def lexical_ranks(lexical: list[Scored]) -> dict[int, int]:
     """Each lexical match's rank in the fusion: its place in the list, or, for the first match of a word no
     match above it had, one place after one match per word already covered. A question of two words
     answered by a message with the rarer one is not lost behind every short message with the other ("who is
-    Rui's wife?": the name, which weighs more, in six greetings to Rui; "wife" in the answer, below them).
+    Rui's wife?": the name, which weighs more, in greetings to Rui; "wife" in the answer, below them).
     The replies in the list keep their places and cover no word."""
     ranks, covered = {}, set()
     for place, hit in enumerate(lexical, start=1):
         if hit.reply_to is not None:
             continue
-        words = _matched(hit)
+        words = {stem(w) for w in _marked(hit)}
         ranks[hit.id] = min(place, len(covered) + 1) if covered and words - covered else place
         covered |= words
     return ranks
@@ -199,7 +200,7 @@ def _linked(corpus: Corpus, text: str, filters: dict, ordered: list[tuple[Scored
 def _why(hit: Scored, in_span: bool, spans: list[Span], semantic: bool) -> str:
     if hit.reply_to is not None:
         return f"reply to #{hit.reply_to}"
-    words = list(dict.fromkeys(m.lower() for m in MARKED.findall(hit.snippet)))
+    words = _marked(hit)
     if in_span:
         return spans[0].label + (f", matched: {', '.join(words)}" if words else "")
     if words:
