@@ -242,6 +242,54 @@ def build_vectors_sqlite(path: str, world: World) -> None:
     print(f"  vectors written in {time.time() - started:.0f} s", flush=True)
 
 
+def build_vectors_postgres(world) -> None:
+    """`build_vectors_sqlite` for PostgreSQL: the same synthetic vectors, written with COPY."""
+    from django.db import connection, transaction
+
+    from memory import embeddings
+
+    model = embeddings.embedder()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM embeddings WHERE model_id = %s LIMIT 1", [model.model_id])
+        if cursor.fetchone():
+            return
+    started = time.time()
+    projected = synthetic_projection(world, model)
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, role, sender, content FROM messages WHERE owner_id = %s AND channel = %s AND "
+                       "chat_id = %s ORDER BY id", [DANA.owner, DANA.channel, DANA.chat])
+        evaluation = cursor.fetchall()
+    real = dict(zip((r[0] for r in evaluation), (embeddings.to_bytes(v) for v in model.embed_documents(
+        [embeddings.document_text(role, content, sender) for _, role, sender, content in evaluation])), strict=True))
+    copy_sql = ("COPY embeddings(kind, object_id, agent_id, owner_id, conversation, model_id, dimensions, vector, "
+                "created_at) FROM STDIN")
+    last, written = 0, 0
+    with transaction.atomic(), connection.cursor() as cursor:
+        while True:  # in batches of ids: a COPY in progress leaves the connection to nothing else
+            cursor.execute("SELECT id, agent_id, owner_id, channel || ':' || chat_id || ':' || thread_scope, "
+                           "content, created_at FROM messages WHERE id > %s ORDER BY id LIMIT 50000", [last])
+            batch = cursor.fetchall()
+            if not batch:
+                break
+            with cursor.cursor.copy(copy_sql) as copy:
+                for pk, agent, owner, conv, content, at in batch:
+                    copy.write_row(("message", pk, agent, owner, conv, model.model_id, model.dimensions,
+                                    real.get(pk) or projected(content), at))
+            last, written = batch[-1][0], written + len(batch)
+            if written % 200_000 == 0:
+                print(f"  {written:,} vectors, {time.time() - started:.0f} s", flush=True)
+        cursor.execute("SELECT id, agent_id, owner_id, key || ' ' || value, updated_at FROM memories")
+        memories = cursor.fetchall()
+        with cursor.cursor.copy(copy_sql) as copy:
+            for pk, agent, owner, text, at in memories:
+                copy.write_row(("memory", pk, agent, owner, "", model.model_id, model.dimensions, projected(text),
+                                at))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE embeddings")
+    print(f"  vectors written in {time.time() - started:.0f} s", flush=True)
+
+
 def _evaluation_vectors(db, model):
     rows = db.execute("SELECT id, role, sender, content FROM messages WHERE owner_id = ? AND channel = ? AND "
                       "chat_id = ? ORDER BY id", [DANA.owner, DANA.channel, DANA.chat]).fetchall()
@@ -422,7 +470,7 @@ def main():
     parser.add_argument("--postgres", action="store_true", help="use DATABASE_URL (PostgreSQL)")
     parser.add_argument("--json", default="", help="also write the figures to this file")
     parser.add_argument("--mode", choices=["lexical", "hybrid"], default="lexical",
-                        help="hybrid: synthetic vectors and the approximate indexes are built too (SQLite)")
+                        help="hybrid: synthetic vectors and the approximate indexes are built too")
     parser.add_argument("--as-built", action="store_true",
                         help="SQLite: measure the index as the triggers left it, without the daily segment merge")
     args = parser.parse_args()
@@ -450,8 +498,9 @@ def main():
         print(f"  index segments merged in {time.time() - started:.1f} s: {after}", flush=True)
     if args.mode == "hybrid":
         if args.postgres:
-            parser.error("--mode hybrid builds its vectors into SQLite only")
-        build_vectors_sqlite(connection.settings_dict["NAME"], world)
+            build_vectors_postgres(world)
+        else:
+            build_vectors_sqlite(connection.settings_dict["NAME"], world)
         build_vector_indexes()
         warm_up()
     baseline = Baseline(connection.vendor, connection.settings_dict)

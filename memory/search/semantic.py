@@ -181,6 +181,18 @@ def incomplete(kind: str, model, filters: dict, top_object: int, has_vectors: bo
     return oldest is not None and (not has_vectors or oldest < old)
 
 
+def _degraded(kind: str, model, filter_sets: list[dict], top_object: int, has_vectors: bool,
+              last_id: int) -> list[str | None]:
+    """`embeddings_incomplete` for each set whose rows still wait for their vectors (`incomplete`), else None.
+    The sets before the last narrow it, so a row waiting in one of them waits in the last too: they are
+    asked only when the last is incomplete. Memory rows are asked by an anti-join over the scope's live rows,
+    kept per set of filters; a time span is a new set at almost every query, and its anti-join over a whole
+    agent's memory rows took 20–65 ms at a million messages on PostgreSQL, at every dated question."""
+    widest = incomplete(kind, model, filter_sets[-1], top_object, has_vectors, last_id)
+    return ["embeddings_incomplete" if widest and (filters is filter_sets[-1] or incomplete(
+        kind, model, filters, top_object, has_vectors, last_id)) else None for filters in filter_sets]
+
+
 @dataclass
 class Neighbours:
     hits: list[Scored]
@@ -203,9 +215,10 @@ def neighbours(kind: str, model, query: str, filters: dict, limit: int) -> Neigh
 
 
 def neighbours_each(kind: str, model, query: str, filter_sets: list[dict], limit: int) -> list[Neighbours]:
-    """`neighbours` for each of `filter_sets`, which pin the same scope and differ in what else they filter
-    (a time span, and the rest): the scope's nearest candidates are found once, and each set takes those
-    that pass it. (Both a span's and the rest's were the scope's same nearest candidates, found twice.)"""
+    """`neighbours` for each of `filter_sets`, which pin the same scope and differ in what else they filter:
+    each set before the last narrows the last (a time span within the rest). The scope's nearest candidates
+    are found once, and each set takes those that pass it. (Both a span's and the rest's were the scope's
+    same nearest candidates, found twice.)"""
     scope = _scope(kind, filter_sets[0])
     if any(_scope(kind, filters) != scope for filters in filter_sets):
         raise ValueError("the filter sets pin different scopes")
@@ -217,8 +230,7 @@ def neighbours_each(kind: str, model, query: str, filter_sets: list[dict], limit
         entry = _entry(model.model_id, model.dimensions, kind, scope)
     except TooLarge:
         return _approximate(kind, model, query, filter_sets, pinned=len(scope) > 1, centred=centred, limit=limit)
-    degraded = ["embeddings_incomplete" if incomplete(kind, model, filters, entry.top_object, len(entry.ids) > 0,
-                                                      entry.last_id) else None for filters in filter_sets]
+    degraded = _degraded(kind, model, filter_sets, entry.top_object, len(entry.ids) > 0, entry.last_id)
     if not len(entry.ids):
         return [Neighbours([], why) for why in degraded]
     vector = model.embed_query(query).astype(np.float32)
@@ -259,8 +271,7 @@ def _approximate(kind: str, model, query: str, filter_sets: list[dict], *, pinne
     except TooLarge:  # the index is far behind: it is being extended
         ann.queue_refresh(agent_id)
         return [Neighbours([], "vector_index_building") for _ in filter_sets]
-    degraded = ["embeddings_incomplete" if incomplete(kind, model, filters, recent.top_object, True, recent.last_id)
-                else None for filters in filter_sets]
+    degraded = _degraded(kind, model, filter_sets, recent.top_object, True, recent.last_id)
     vector = model.embed_query(query).astype(np.float32)
     if centred and index.meta.total is not None:
         vector = _centred(vector, np.asarray(index.meta.total, dtype=np.float32) + recent.total,

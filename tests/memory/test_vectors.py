@@ -17,7 +17,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from fermix_site import leases
-from memory import vectors
+from memory import embeddings, vectors
 from memory.conversations import ConversationKey, message_append
 from memory.erasure import memory_forget_owner
 from memory.models import Embedding, Memory
@@ -222,6 +222,38 @@ def test_memory_recall_says_when_a_row_waits_for_its_vector_and_stops_once_it_ha
     assert not [q for q in asked.captured_queries if "EXISTS" in q["sql"].upper() and "memories" in q["sql"]]
     embed_pending()  # a new vector: the kept answer is not used again
     assert memories() == {"mode": "hybrid", "degraded": None, "time": []}
+
+
+def test_a_dated_question_asks_once_whether_memory_rows_wait_for_their_vectors(vectors_on):
+    """A time span's rows are among the rest's: while none of the rest waits, the span is not asked apart
+    (an anti-join over the scope's live rows, and each span a new one); when a row waits, the span is asked."""
+    def anti_joins(asked):
+        return [q for q in asked.captured_queries if "EXISTS" in q["sql"].upper() and "memories" in q["sql"]]
+
+    yesterday = timezone.now() - timedelta(days=1)
+    pet = fact("pet", "has a beagle", "identity")
+    Memory.objects.filter(pk=pet.pk).update(updated_at=yesterday)
+    embed_pending()
+    question = "what did I say about the beagle yesterday?"
+    with CaptureQueriesContext(connection) as asked:
+        answer = recall(query=question, source="memories", scope="all")
+    assert (answer.meta["mode"], answer.meta["degraded"], len(answer.meta["time"])) == ("hybrid", None, 1)
+    assert [d["id"] for d in answer.data] == [pet.id]
+    assert len(anti_joins(asked)) == 1  # the rest's only
+
+    model = embeddings.embedder()
+    rest = {"agent_id": "main", "archived_at__isnull": True}
+    span = {**rest, "updated_at__gte": yesterday - timedelta(hours=1)}
+    old = fact("sport", "plays squash on fridays", "interest", minute=-10_000)  # a week before, no vector
+    assert [n.degraded for n in semantic.neighbours_each("memory", model, "beagle", [span, rest], 5)] == [
+        None, "embeddings_incomplete"]
+    new = fact("book", "reading Piranesi", "interest")
+    Memory.objects.filter(pk=new.pk).update(updated_at=yesterday)  # inside the span, no vector
+    assert [n.degraded for n in semantic.neighbours_each("memory", model, "beagle", [span, rest], 5)] == [
+        "embeddings_incomplete", "embeddings_incomplete"]
+    answer = recall(query=question, source="memories", scope="all")
+    assert (answer.meta["mode"], answer.meta["degraded"]) == ("lexical", "embeddings_incomplete")
+    assert old.id != new.id
 
 
 @pytest.mark.skipif(semantic.numkong is None, reason="numkong is not installed (it comes with usearch)")
