@@ -219,7 +219,7 @@ def build_vectors_sqlite(path: str, world: World) -> None:
     started = time.time()
     projected = synthetic_projection(world, model)
 
-    real = {pk: embeddings.to_bytes(v) for pk, v in _evaluation_vectors(db, model)}
+    real = _evaluation_vectors(model)
     sql = ("INSERT INTO embeddings(kind, object_id, agent_id, owner_id, conversation, model_id, dimensions, vector, "
            "created_at) VALUES (?,?,?,?,?,?,?,?,?)")
     rows = db.execute("SELECT id, agent_id, owner_id, channel || ':' || chat_id || ':' || thread_scope, content, "
@@ -256,12 +256,7 @@ def build_vectors_postgres(world) -> None:
     started = time.time()
     projected = synthetic_projection(world, model)
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT id, role, sender, content FROM messages WHERE owner_id = %s AND channel = %s AND "
-                       "chat_id = %s ORDER BY id", [DANA.owner, DANA.channel, DANA.chat])
-        evaluation = cursor.fetchall()
-    real = dict(zip((r[0] for r in evaluation), (embeddings.to_bytes(v) for v in model.embed_documents(
-        [embeddings.document_text(role, content, sender) for _, role, sender, content in evaluation])), strict=True))
+    real = _evaluation_vectors(model)
     copy_sql = ("COPY embeddings(kind, object_id, agent_id, owner_id, conversation, model_id, dimensions, vector, "
                 "created_at) FROM STDIN")
     last, written = 0, 0
@@ -290,13 +285,16 @@ def build_vectors_postgres(world) -> None:
     print(f"  vectors written in {time.time() - started:.0f} s", flush=True)
 
 
-def _evaluation_vectors(db, model):
-    rows = db.execute("SELECT id, role, sender, content FROM messages WHERE owner_id = ? AND channel = ? AND "
-                      "chat_id = ? ORDER BY id", [DANA.owner, DANA.channel, DANA.chat]).fetchall()
-    from memory.embeddings import document_text
+def _evaluation_vectors(model) -> dict[int, bytes]:
+    """The evaluation's conversation embedded by the real model: message id -> stored vector bytes."""
+    from memory import embeddings
+    from memory.models import Message
 
-    vectors = model.embed_documents([document_text(role, content, sender) for _, role, sender, content in rows])
-    return zip((r[0] for r in rows), vectors, strict=True)
+    rows = list(Message.objects.filter(owner_id=DANA.owner, channel=DANA.channel, chat_id=DANA.chat).order_by("id")
+                .values_list("id", "role", "sender", "content"))
+    vectors = model.embed_documents([embeddings.document_text(role, content, sender)
+                                     for _, role, sender, content in rows])
+    return {row[0]: embeddings.to_bytes(v) for row, v in zip(rows, vectors, strict=True)}
 
 
 def build_vector_indexes() -> None:

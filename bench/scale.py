@@ -369,13 +369,11 @@ def measure_one(args) -> dict:
     if "hybrid" in args.modes:
         phase("vectors")
         started = time.time()
-        if connection.vendor == "sqlite":
-            from bench.recall import build_vectors_sqlite
+        from bench.recall import build_vectors_postgres, build_vectors_sqlite
 
+        if connection.vendor == "sqlite":
             build_vectors_sqlite(connection.settings_dict["NAME"], world)
         else:
-            from bench.recall import build_vectors_postgres
-
             build_vectors_postgres(world)
         report["vectors_s"] = round(time.time() - started, 1)
         phase("vector indexes")
