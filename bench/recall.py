@@ -434,6 +434,37 @@ def measure(world: World, baseline: Baseline, repeat: int, seed: int = 5, mode: 
     return results
 
 
+def after_changes(changes: int = 5, seed: int = 9) -> dict:
+    """Hybrid memory recall over all conversations right after a memory row of the agent changes (its
+    vector is removed, which every process holding the agent's memory rows' vectors sees), and the query
+    after it: the service's own `memory_replace`, then `memory_recall` as a bot asks it."""
+    from memory.conversations import ConversationKey
+    from memory.models import Memory
+    from memory.rows import memory_replace
+    from memory.tools import ToolContext, run_tool
+    from memory.vectors import embed_pending
+
+    rng = random.Random(seed)
+    ids = list(Memory.objects.filter(agent_id="main", archived_at__isnull=True).values_list("pk", flat=True))
+    ctx = ToolContext(agent_id="main", owner_id="", trust="operator", conversation=ConversationKey("web", "0", "root"))
+
+    def ask(text: str) -> float:
+        return _timed(lambda: run_tool("memory_recall", ctx, {"query": text, "scope": "all", "source": "memories",
+                                                              "limit": 20, "mode": "hybrid"}))[0]
+
+    ask("what does she like to eat?")  # the agent's memory rows' vectors held, as in a serving worker
+    first, then = [], []
+    for n, pk in enumerate(rng.sample(ids, changes)):
+        memory_replace(memory_id=pk, value=f"changed for the benchmark, {n}", actor_type="operator")
+        first.append(ask(f"where did she go on holiday {n}?"))
+        then.append(ask(f"who is her best friend {n}?"))
+    embed_pending(agent_id="main")  # the changed rows' new vectors: the world is whole again for a later run
+    out = {"first": summary(first), "next": summary(then), "changes": changes}
+    print(f"  memories all, hybrid, after a memory row changed: the first query p50 {out['first']['p50']:.1f} ms, "
+          f"slowest {max(first):.1f}; the next p50 {out['next']['p50']:.1f}", flush=True)
+    return out
+
+
 def evaluate(baseline: Baseline, mode: str = "lexical") -> dict:
     """recall@10 of Dana's questions (any answering message), per scope, for memory_recall and the plain
     baselines."""
@@ -504,10 +535,11 @@ def main():
     baseline = Baseline(connection.vendor, connection.settings_dict)
     print(f"# recall — {time.strftime('%Y-%m-%d')} — {machine()} — {connection.vendor} — {args.mode}", flush=True)
     timings = measure(world, baseline, args.repeat, mode=args.mode)
+    changed = after_changes() if args.mode == "hybrid" else None
     relevance = evaluate(baseline, args.mode)
     report = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "vendor": connection.vendor,
               "mode": args.mode, "messages": args.messages, "repeat": args.repeat, "timings": timings,
-              "relevance": relevance}
+              "after_a_change": changed, "relevance": relevance}
     print_table(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

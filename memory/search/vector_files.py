@@ -38,7 +38,7 @@ from memory.vectors import vectors_generation
 logger = logging.getLogger("fermix.memory.vector_files")
 
 FROM_VECTORS = 500  # a scope read from the database with at least this many vectors is written to its file
-MAGIC = b"FERMIX-VECTORS-2"  # 2: the header holds the sum of the vectors
+MAGIC = b"FERMIX-VECTORS-3"  # 2: the header holds the sum of the vectors; 3: each vector's `embeddings.id`
 ALIGN = 64
 ABANDONED_S = 600  # a temporary file this old was left by a process that died writing it
 
@@ -50,6 +50,7 @@ class Stored:
     last_id: int  # the highest `embeddings.id` the file holds
     top_object: int  # the highest object id it holds
     total: np.ndarray  # the sum of the vectors, float32 (the scope's mean times its size)
+    keys: np.ndarray  # each row's `embeddings.id`, int64, memory-mapped
 
 
 def folder(agent_id: str) -> Path:
@@ -111,7 +112,7 @@ def _verdict(header: dict, size: int, identity: tuple, generation: tuple[int, ..
     (written before a removal now committed); `damaged` (cut short) or `foreign` (another scope's)."""
     if (header["model_id"], header["kind"], header["scope"], header["dimensions"]) != identity:
         return "foreign"
-    if size != header["count"] * (8 + 2 * header["dimensions"]):
+    if size != header["count"] * (16 + 2 * header["dimensions"]):
         return "damaged"
     if header["generation"] == list(generation):
         return "current"
@@ -121,8 +122,10 @@ def _verdict(header: dict, size: int, identity: tuple, generation: tuple[int, ..
 def _mapped(file, header: dict, offset: int) -> Stored:
     count, dimensions = header["count"], header["dimensions"]
     ids = np.memmap(file, dtype="<i8", mode="r", offset=offset, shape=(count,))
-    matrix = np.memmap(file, dtype="<f2", mode="r", offset=offset + 8 * count, shape=(count, dimensions))
-    return Stored(ids, matrix, header["last_id"], header["top_object"], np.asarray(header["total"], dtype=np.float32))
+    keys = np.memmap(file, dtype="<i8", mode="r", offset=offset + 8 * count, shape=(count,))
+    matrix = np.memmap(file, dtype="<f2", mode="r", offset=offset + 16 * count, shape=(count, dimensions))
+    return Stored(ids, matrix, header["last_id"], header["top_object"], np.asarray(header["total"], dtype=np.float32),
+                  keys)
 
 
 def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], stored: Stored) -> None:
@@ -140,6 +143,7 @@ def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], st
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
             file.write(start.ljust(_aligned(len(start)), b"\0"))
             file.write(np.ascontiguousarray(stored.ids, dtype="<i8").tobytes())
+            file.write(np.ascontiguousarray(stored.keys, dtype="<i8").tobytes())
             file.write(np.ascontiguousarray(stored.matrix, dtype="<f2").tobytes())
         os.replace(tmp, where)
     except OSError as exc:

@@ -263,7 +263,8 @@ def test_exact_scores_are_the_float32_dot_products_of_the_float16_rows_and_the_b
     vector = rng.standard_normal(384).astype(np.float32)
     expected = matrix.astype(np.float32) @ vector.astype(np.float16).astype(np.float32)
     np.testing.assert_allclose(semantic._scores(matrix, vector), expected, rtol=1e-5, atol=1e-4)
-    entry = semantic._Entry((1,), np.arange(100, 5_100), matrix, 0, 0, matrix.sum(axis=0, dtype=np.float32))
+    entry = semantic._Entry((1,), np.arange(100, 5_100), matrix, 0, 0, matrix.sum(axis=0, dtype=np.float32),
+                            np.arange(1, 5_001))
     best = semantic._best(entry, vector, 50)
     assert [pk for pk, _ in best] == [100 + i for i in np.argsort(-expected, kind="stable")[:50]]
     # Without numkong, numpy's float32 products give the same order.

@@ -181,7 +181,7 @@ def test_a_time_span_and_the_rest_share_one_search_of_the_scope(files):
         semantic.neighbours_each("message", model, "a walk", [base, {"agent_id": "main", "owner_id": "x"}], 20)
 
 
-def test_the_file_holds_the_sum_of_its_vectors_and_one_of_the_format_before_is_replaced(files):
+def test_the_file_holds_the_sum_and_the_ids_of_its_vectors_and_one_of_a_format_before_is_replaced(files):
     said(30)
     embed_pending()
     first = recall()
@@ -191,9 +191,51 @@ def test_the_file_holds_the_sum_of_its_vectors_and_one_of_the_format_before_is_r
     stored = vector_files.read(model.model_id, "message", SCOPE, generation, model.dimensions)
     assert stored.total.tolist() == pytest.approx(embeddings.matrix(rows, model.dimensions).sum(axis=0).tolist(),
                                                   abs=1e-3)
+    keys = Embedding.objects.filter(kind="message", conversation="telegram:5:root").order_by("id")
+    assert stored.keys.tolist() == list(keys.values_list("id", flat=True))
+    assert stored.ids.tolist() == list(keys.values_list("object_id", flat=True))
     path = scope_file()
-    path.write_bytes(path.read_bytes().replace(vector_files.MAGIC, b"FERMIX-VECTORS-1", 1))  # written before
-    assert vector_files.read(model.model_id, "message", SCOPE, generation, model.dimensions) is None
-    assert not path.exists()
-    semantic.clear()
-    assert recall() == first and path.exists()  # written again from the database
+    for before in (b"FERMIX-VECTORS-1", b"FERMIX-VECTORS-2"):  # without the sum; without the ids
+        path.write_bytes(path.read_bytes().replace(vector_files.MAGIC, before, 1))
+        assert vector_files.read(model.model_id, "message", SCOPE, generation, model.dimensions) is None
+        assert not path.exists()
+        semantic.clear()
+        assert recall() == first and path.exists()  # written again from the database
+
+
+def recall_rows(query, source="memories"):
+    ctx = ToolContext(agent_id="main", owner_id="default", trust="operator",
+                      conversation=ConversationKey.parse(CONV))
+    answer = run_tool("memory_recall", ctx, {"query": query, "scope": "all", "mode": "semantic", "source": source,
+                                             "limit": 50})
+    assert answer.meta["mode"] == "semantic"
+    return [d["id"] for d in answer.data]
+
+
+def test_a_held_scope_loses_only_the_vectors_removed_and_reads_none_again(files):
+    rows = [fact(f"topic{i}", f"{TOPICS[i % len(TOPICS)]} number{i}", "context") for i in range(30)]
+    embed_pending()
+    assert len(recall_rows("a walk with the dog")) == 30
+    memory_replace(memory_id=rows[0].id, value="collects old stamps", actor_type="operator")  # its vector goes
+    with CaptureQueriesContext(connection) as asked:
+        held = recall_rows("a walk with the dog")
+    assert read_only_after(asked.captured_queries, newest_vector())  # the others were not read again
+    semantic.clear()  # a new process reads them all from the database: the same answer
+    assert recall_rows("a walk with the dog") == held and len(held) == 29 and rows[0].id not in held
+    embed_pending()  # the row's new vector, stored after the others
+    assert recall_rows("collects old stamps")[0] == rows[0].id
+
+
+def test_an_erasure_leaves_none_of_its_vectors_in_a_process_that_held_them(files):
+    said(20, owner="bo", conversation="telegram:bo")
+    said(20)
+    embed_pending()
+    bo = set(Message.objects.filter(owner_id="bo").values_list("id", flat=True))
+    assert bo & set(recall_rows("a walk with the dog", source="history"))  # every conversation's vectors held
+    memory_forget_owner(owner_id="bo")
+    with CaptureQueriesContext(connection) as asked:
+        held = recall_rows("a walk with the dog", source="history")
+    assert read_only_after(asked.captured_queries, newest_vector())
+    assert held and not bo & set(held)
+    semantic.clear()  # a new process: the file written before the erasure is not read, the database is
+    assert recall_rows("a walk with the dog", source="history") == held

@@ -1,0 +1,35 @@
+"""`bench.recall` at a tiny size in hybrid mode: every class, source and scope measured in hybrid, the memory
+recall right after a memory row changes measured too, and the world left whole (every live memory row with
+its vector again), so a later `--reuse` run measures the same world."""
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_tiny_hybrid_run_measures_every_class_and_the_query_after_a_change(tmp_path):
+    out, home = tmp_path / "recall.json", tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "FERMIX_HOME")}
+    subprocess.run([sys.executable, "-m", "bench.recall", "--messages", "3000", "--home", str(home), "--mode",
+                    "hybrid", "--repeat", "2", "--json", str(out)], cwd=ROOT, env=env, check=True,
+                   capture_output=True, timeout=600)
+    report = json.loads(out.read_text())
+    assert report["vendor"] == "sqlite" and report["mode"] == "hybrid"
+    assert {(r["source"], r["scope"]) for r in report["timings"]} == {
+        (source, scope) for source in ("history", "memories") for scope in ("current", "owner", "all")}
+    assert all(r["modes"] == {"hybrid": 2} for r in report["timings"])
+    changed = report["after_a_change"]
+    assert changed["changes"] == 5 and changed["first"]["n"] == 5 and changed["next"]["n"] == 5
+    assert changed["first"]["p50"] > 0 and set(report["relevance"]) == {"current", "owner", "all"}
+    db = sqlite3.connect(home / "memory.db")
+    assert db.execute("SELECT count(*) FROM memories m WHERE archived_at IS NULL AND NOT EXISTS (SELECT 1 FROM "
+                      "embeddings e WHERE e.kind = 'memory' AND e.object_id = m.id)").fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM memories WHERE value LIKE 'changed for the benchmark%'").fetchone() == (5,)
