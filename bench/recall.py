@@ -207,34 +207,41 @@ def synthetic_projection(world: World, model):
     return projected
 
 
-def build_vectors_sqlite(path: str, world: World) -> None:
-    """Synthetic vectors for every message and memory row (the evaluation's conversation: real ones)."""
+def _vectors_to_write(world: World):
+    """What both builders write: the model, and each row's stored vector by (id, text) (the evaluation's
+    conversation: its real ones); None when the model's vectors are stored already."""
     from memory import embeddings
+    from memory.models import Embedding
 
     model = embeddings.embedder()
-    db = sqlite3.connect(path)
-    if db.execute("SELECT 1 FROM embeddings WHERE model_id = ? LIMIT 1", [model.model_id]).fetchone():
-        db.close()
-        return
-    started = time.time()
-    projected = synthetic_projection(world, model)
+    if Embedding.objects.filter(model_id=model.model_id).exists():
+        return None
+    projected, real = synthetic_projection(world, model), _evaluation_vectors(model)
+    return model, lambda pk, text: real.get(pk) or projected(text)
 
-    real = _evaluation_vectors(model)
+
+def build_vectors_sqlite(path: str, world: World) -> None:
+    """Synthetic vectors for every message and memory row (the evaluation's conversation: real ones)."""
+    started = time.time()
+    if (writing := _vectors_to_write(world)) is None:
+        return
+    model, vector_of = writing
+    db = sqlite3.connect(path)
     sql = ("INSERT INTO embeddings(kind, object_id, agent_id, owner_id, conversation, model_id, dimensions, vector, "
            "created_at) VALUES (?,?,?,?,?,?,?,?,?)")
     rows = db.execute("SELECT id, agent_id, owner_id, channel || ':' || chat_id || ':' || thread_scope, content, "
                       "created_at FROM messages ORDER BY id")
     batch = []
     for n, (pk, agent, owner, conv, content, at) in enumerate(rows, 1):
-        batch.append(("message", pk, agent, owner, conv, model.model_id, model.dimensions,
-                      real.get(pk) or projected(content), at))
+        batch.append(("message", pk, agent, owner, conv, model.model_id, model.dimensions, vector_of(pk, content),
+                      at))
         if len(batch) == 20_000:
             db.cursor().executemany(sql, batch)
             batch.clear()
             if n % 200_000 == 0:
                 print(f"  {n:,} vectors, {time.time() - started:.0f} s", flush=True)
     memories = db.execute("SELECT id, agent_id, owner_id, key || ' ' || value, updated_at FROM memories").fetchall()
-    batch += [("memory", pk, agent, owner, "", model.model_id, model.dimensions, projected(text), at)
+    batch += [("memory", pk, agent, owner, "", model.model_id, model.dimensions, vector_of(None, text), at)
               for pk, agent, owner, text, at in memories]
     db.executemany(sql, batch)
     db.commit()
@@ -246,17 +253,10 @@ def build_vectors_postgres(world) -> None:
     """`build_vectors_sqlite` for PostgreSQL: the same synthetic vectors, written with COPY."""
     from django.db import connection, transaction
 
-    from memory import embeddings
-
-    model = embeddings.embedder()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM embeddings WHERE model_id = %s LIMIT 1", [model.model_id])
-        if cursor.fetchone():
-            return
     started = time.time()
-    projected = synthetic_projection(world, model)
-
-    real = _evaluation_vectors(model)
+    if (writing := _vectors_to_write(world)) is None:
+        return
+    model, vector_of = writing
     copy_sql = ("COPY embeddings(kind, object_id, agent_id, owner_id, conversation, model_id, dimensions, vector, "
                 "created_at) FROM STDIN")
     last, written = 0, 0
@@ -270,7 +270,7 @@ def build_vectors_postgres(world) -> None:
             with cursor.cursor.copy(copy_sql) as copy:
                 for pk, agent, owner, conv, content, at in batch:
                     copy.write_row(("message", pk, agent, owner, conv, model.model_id, model.dimensions,
-                                    real.get(pk) or projected(content), at))
+                                    vector_of(pk, content), at))
             last, written = batch[-1][0], written + len(batch)
             if written % 200_000 == 0:
                 print(f"  {written:,} vectors, {time.time() - started:.0f} s", flush=True)
@@ -278,8 +278,8 @@ def build_vectors_postgres(world) -> None:
         memories = cursor.fetchall()
         with cursor.cursor.copy(copy_sql) as copy:
             for pk, agent, owner, text, at in memories:
-                copy.write_row(("memory", pk, agent, owner, "", model.model_id, model.dimensions, projected(text),
-                                at))
+                copy.write_row(("memory", pk, agent, owner, "", model.model_id, model.dimensions,
+                                vector_of(None, text), at))
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE embeddings")
     print(f"  vectors written in {time.time() - started:.0f} s", flush=True)

@@ -22,7 +22,6 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
-from django.db import connection
 from django.db.models import Exists, Min, OuterRef
 from django.utils import timezone
 
@@ -164,11 +163,8 @@ def _without_removed(entry: _Entry, model_id: str, kind: str, scope: dict, after
     changed memory row is one: reading the scope again after each took 0.8-1.0 s for an agent's 29,588 memory
     rows at a million messages on SQLite. `top_object` stays the highest object id ever read (where new rows
     are looked for)."""
-    pinned = " AND ".join(f"{column} = %s" for column in scope)  # the scope's columns: `_scope`'s, never a user's
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT id FROM {Embedding._meta.db_table} WHERE model_id = %s AND kind = %s AND {pinned} "
-                       f"AND id > %s AND id <= %s", [model_id, kind, *scope.values(), after_id, entry.last_id])
-        current = np.array([row[0] for row in cursor.fetchall()], dtype=np.int64)
+    held = _rows(model_id, kind, scope, after_id, ("id",)).filter(id__lte=entry.last_id).order_by()
+    current = np.fromiter((pk for (pk,) in held), dtype=np.int64)
     kept = np.isin(entry.keys, current, assume_unique=True)
     if kept.all():
         return dataclasses.replace(entry, generation=generation)
