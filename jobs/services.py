@@ -257,15 +257,24 @@ def job_run_execute(*, run_id: int) -> JobRun:
     except Exception as exc:
         _finish(run, status=Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:4000])
         raise
-    silent = bool(job.silent_marker) and job.silent_marker in loop.text
-    run = _finish(run, status=Status.SILENT if silent else Status.OK, output=loop.text,
-                  prompt_tokens=loop.prompt_tokens, completion_tokens=loop.completion_tokens)
-    if not silent:
-        writer = Writer(kind="job", agent_id=job.agent_id, owner_id=job.owner_id, trust=Trust.OPERATOR,
-                        job_source_key=source_key(job), actor_id=f"job_run:{run.pk}")
-        admit_add(writer, key=SUMMARY_KEY, value=_summary(loop.text), source=job.memory_source,
-                  reason="job_run_summary")
-    return run
+    text = loop.text.replace("\x00", "")  # a model's NUL: no database column keeps it (PostgreSQL refuses it)
+    silent = bool(job.silent_marker) and job.silent_marker in text
+    outcome = dict(status=Status.SILENT if silent else Status.OK, output=text,
+                   prompt_tokens=loop.prompt_tokens, completion_tokens=loop.completion_tokens)
+    try:
+        # One transaction: whoever sees the run finished sees its summary too.
+        with transaction.atomic():
+            if not silent:
+                writer = Writer(kind="job", agent_id=job.agent_id, owner_id=job.owner_id, trust=Trust.OPERATOR,
+                                job_source_key=source_key(job), actor_id=f"job_run:{run.pk}")
+                admit_add(writer, key=SUMMARY_KEY, value=_summary(text), source=job.memory_source,
+                          reason="job_run_summary")
+            return _finish(run, **outcome)
+    except Exception as exc:
+        # The model has answered: the run keeps its answer and says what went wrong; asking again would
+        # run the job twice.
+        logger.exception("the summary of job run %s was not written", run.pk)
+        return _finish(run, **outcome, error=f"the summary was not written: {type(exc).__name__}: {exc}"[:4000])
 
 
 def job_run_scheduled(*, job_id: int) -> JobRun | None:

@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError, connection
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
@@ -154,6 +155,52 @@ def test_a_silenced_run_writes_no_summary(script):
     script.push("job", Reply(text="[QUIET]"))
     run = job_run_execute(run_id=job_run_start(job_id=job.pk, trigger="manual").pk)
     assert run.status == "silent" and not Memory.objects.filter(key="latest").exists()
+
+
+def test_a_run_is_never_finished_without_its_summary(script):
+    # Whoever sees the run finished (a client polling the run, the admin) reads its summary: the two are
+    # one transaction, the summary written before the run is marked finished.
+    job = new_job()
+    script.push("job", Reply(text="Three new emails."))
+    run = job_run_start(job_id=job.pk, trigger="manual")
+    outside = len(connection.atomic_blocks)
+    seen = []
+
+    def observe(execute, sql, params, many, context):
+        if sql.startswith('UPDATE "job_runs"') and "finished_at" in sql:
+            seen.append((Memory.objects.filter(key="latest").exists(), len(connection.atomic_blocks) > outside))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(observe):
+        run = job_run_execute(run_id=run.pk)
+    assert run.status == "ok" and seen == [(True, True)]
+
+
+def test_a_summary_that_cannot_be_written_keeps_the_answer_and_the_model_is_not_asked_again(script):
+    job = new_job()
+    script.push("job", Reply(text="Three new emails."), Reply(text="asked twice"))
+    run = job_run_start(job_id=job.pk, trigger="manual")
+
+    def locked(execute, sql, params, many, context):
+        if sql.startswith('INSERT INTO "memories"'):
+            raise OperationalError("database is locked")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(locked):
+        run = job_run_execute(run_id=run.pk)
+    assert (run.status, run.output) == ("ok", "Three new emails.") and run.finished_at
+    assert run.error == "the summary was not written: OperationalError: database is locked"
+    assert not Memory.objects.filter(key="latest").exists()
+    assert tasks.job_run_execute(run.pk) == "ok"  # the task retried: the run is finished, nothing runs again
+    assert len(script.requests("job")) == 1
+
+
+def test_a_nul_in_the_model_reply_is_dropped_not_fatal(script):
+    job = new_job()
+    script.push("job", Reply(text="Three new\x00 emails."))
+    run = job_run_execute(run_id=job_run_start(job_id=job.pk, trigger="manual").pk)
+    assert (run.status, run.output, run.error) == ("ok", "Three new emails.", "")
+    assert Memory.objects.get(key="latest").value == "Three new emails."
 
 
 def test_a_provider_failure_is_recorded_on_the_run(script):
