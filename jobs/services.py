@@ -257,9 +257,8 @@ def job_run_execute(*, run_id: int) -> JobRun:
     except Exception as exc:
         _finish(run, status=Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:4000])
         raise
-    text = loop.text.replace("\x00", "")  # a model's NUL: no database column keeps it (PostgreSQL refuses it)
-    silent = bool(job.silent_marker) and job.silent_marker in text
-    outcome = dict(status=Status.SILENT if silent else Status.OK, output=text,
+    silent = bool(job.silent_marker) and job.silent_marker in loop.text
+    outcome = dict(status=Status.SILENT if silent else Status.OK, output=loop.text,
                    prompt_tokens=loop.prompt_tokens, completion_tokens=loop.completion_tokens)
     try:
         # One transaction: whoever sees the run finished sees its summary too.
@@ -267,7 +266,7 @@ def job_run_execute(*, run_id: int) -> JobRun:
             if not silent:
                 writer = Writer(kind="job", agent_id=job.agent_id, owner_id=job.owner_id, trust=Trust.OPERATOR,
                                 job_source_key=source_key(job), actor_id=f"job_run:{run.pk}")
-                admit_add(writer, key=SUMMARY_KEY, value=_summary(text), source=job.memory_source,
+                admit_add(writer, key=SUMMARY_KEY, value=_summary(loop.text), source=job.memory_source,
                           reason="job_run_summary")
             return _finish(run, **outcome)
     except Exception as exc:

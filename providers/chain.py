@@ -124,7 +124,11 @@ def _attempt(client: httpx.Client, provider: ProviderConf, request: ChatRequest,
         data = post_json(client, url, headers=headers, body=body, timeout_s=timeout_s)
     except ProviderError as exc:
         raise named(exc, provider.name, url) from exc.__cause__
-    return ChatResult(**adapter.parse(data), provider=provider.name, model=provider.model,
+    parsed = adapter.parse(data)
+    # A NUL in the model's text: no column keeps it (PostgreSQL refuses it, messages refuse it), and the
+    # answer must not be lost, nor blamed on the caller, for one invisible character.
+    parsed["text"] = parsed["text"].replace("\x00", "")
+    return ChatResult(**parsed, provider=provider.name, model=provider.model,
                       context_window=provider.context_window, raw=data)
 
 

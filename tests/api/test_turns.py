@@ -154,3 +154,12 @@ def test_compact_summarises_the_window_on_command(script, bot, owner_bot):
     body = owner_bot.post(CONV + "/compact", {"trust": "operator"}).json()
     assert body["compacted"] is True and body["messages"] == 2 and body["message"].startswith("Compacted 2")
     assert bot_messages(bot.get(CONV + "/messages").json()) == [("system", "checkpoint", "A greeting.")]
+
+
+def test_a_nul_in_the_models_reply_is_dropped_and_the_turn_is_stored(script, bot):
+    # No database column keeps a NUL (PostgreSQL refuses it; messages refuse it everywhere): a model that
+    # sends one still gets its reply stored and answered, without it.
+    script.push("turn", Reply(text="Here\x00 you go."))
+    response = bot.turn("hello")
+    assert response.status_code == 200 and response.json()["reply"] == "Here you go."
+    assert window(bot)[-1] == ("assistant", "chat", "Here you go.")

@@ -33,6 +33,11 @@ def test_it_returns_the_text_and_the_usage(anthropic_chain):
     assert (result.provider, result.model) == ("primary", "claude-test")
 
 
+def test_a_nul_in_the_text_is_dropped(anthropic_chain):
+    anthropic_chain.push(Reply(text="Hello,\x00 Ana."))
+    assert ask([{"role": "user", "content": "Hi"}]).text == "Hello, Ana."
+
+
 def test_it_sends_the_key_the_version_and_a_separate_system_prompt(anthropic_chain):
     ask([{"role": "system", "content": "You are Fermix."}, {"role": "system", "content": "<memory-context>…"},
          {"role": "user", "content": "Hi"}])

@@ -37,6 +37,13 @@ def test_it_returns_the_text_and_the_usage(openai_chain):
     assert result.raw["choices"][0]["message"]["content"] == "Hello, Ana."
 
 
+def test_a_nul_in_the_text_is_dropped(openai_chain):
+    # Whatever the caller does with the answer (a message, a review's output, a job's summary), no column
+    # keeps a NUL on PostgreSQL, and messages refuse one everywhere.
+    openai_chain.push(Reply(text="Hello,\x00 Ana.\x00"))
+    assert ask([{"role": "user", "content": "Hi"}]).text == "Hello, Ana."
+
+
 def test_it_posts_the_messages_to_chat_completions(openai_chain):
     ask([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi", "sender": "ana"}])
 
