@@ -125,11 +125,22 @@ def _attempt(client: httpx.Client, provider: ProviderConf, request: ChatRequest,
     except ProviderError as exc:
         raise named(exc, provider.name, url) from exc.__cause__
     parsed = adapter.parse(data)
-    # A NUL in the model's text: no column keeps it (PostgreSQL refuses it, messages refuse it), and the
-    # answer must not be lost, nor blamed on the caller, for one invisible character.
-    parsed["text"] = parsed["text"].replace("\x00", "")
+    parsed["text"] = storable(parsed["text"])
     return ChatResult(**parsed, provider=provider.name, model=provider.model,
                       context_window=provider.context_window, raw=data)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """The model's text as every database keeps it: without NULs (PostgreSQL refuses them, messages refuse
+    them) and with U+FFFD for a lone surrogate (an emoji cut in half: not UTF-8). An answer must not be lost,
+    nor blamed on the caller, for a character."""
+    text = text.replace("\x00", "")
+    if _SURROGATE.search(text):
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def named(exc: ProviderError, provider_name: str, url: str) -> ProviderError:

@@ -163,3 +163,11 @@ def test_a_nul_in_the_models_reply_is_dropped_and_the_turn_is_stored(script, bot
     response = bot.turn("hello")
     assert response.status_code == 200 and response.json()["reply"] == "Here you go."
     assert window(bot)[-1] == ("assistant", "chat", "Here you go.")
+
+
+def test_a_lone_surrogate_in_the_models_reply_becomes_a_replacement_character(script, bot):
+    # A reply cut inside an emoji's surrogate pair is not valid text: stored with U+FFFD in its place.
+    script.push("turn", Reply(text="Here you go \ud83d"))
+    response = bot.turn("hello")
+    assert response.status_code == 200 and response.json()["reply"] == "Here you go \ufffd"
+    assert window(bot)[-1] == ("assistant", "chat", "Here you go \ufffd")

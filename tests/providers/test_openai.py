@@ -37,11 +37,13 @@ def test_it_returns_the_text_and_the_usage(openai_chain):
     assert result.raw["choices"][0]["message"]["content"] == "Hello, Ana."
 
 
-def test_a_nul_in_the_text_is_dropped(openai_chain):
+def test_a_nul_in_the_text_is_dropped_and_a_lone_surrogate_replaced(openai_chain):
     # Whatever the caller does with the answer (a message, a review's output, a job's summary), no column
     # keeps a NUL on PostgreSQL, and messages refuse one everywhere.
-    openai_chain.push(Reply(text="Hello,\x00 Ana.\x00"))
+    openai_chain.push(Reply(text="Hello,\x00 Ana.\x00"), Reply(text="\ud83d\ude00 cut: \ud83d"))
     assert ask([{"role": "user", "content": "Hi"}]).text == "Hello, Ana."
+    # A lone surrogate (an emoji cut in half) is not UTF-8: U+FFFD in its place, a whole pair kept.
+    assert ask([{"role": "user", "content": "Hi"}]).text == "\U0001f600 cut: \ufffd"
 
 
 def test_it_posts_the_messages_to_chat_completions(openai_chain):
