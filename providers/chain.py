@@ -125,7 +125,7 @@ def _attempt(client: httpx.Client, provider: ProviderConf, request: ChatRequest,
     except ProviderError as exc:
         raise named(exc, provider.name, url) from exc.__cause__
     parsed = adapter.parse(data)
-    parsed["text"] = storable(parsed["text"])
+    parsed["text"], parsed["tool_calls"] = storable(parsed["text"]), storable(parsed["tool_calls"])
     return ChatResult(**parsed, provider=provider.name, model=provider.model,
                       context_window=provider.context_window, raw=data)
 
@@ -133,14 +133,21 @@ def _attempt(client: httpx.Client, provider: ProviderConf, request: ChatRequest,
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def storable(text: str) -> str:
-    """The model's text as every database keeps it: without NULs (PostgreSQL refuses them, messages refuse
-    them) and with U+FFFD for a lone surrogate (an emoji cut in half: not UTF-8). An answer must not be lost,
-    nor blamed on the caller, for a character."""
-    text = text.replace("\x00", "")
-    if _SURROGATE.search(text):
-        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
+def storable(value):
+    """What the model wrote (its text, or its tool calls: every string in them, keys included) as every
+    database keeps it: without NULs (PostgreSQL refuses them, messages refuse them) and with U+FFFD for a
+    lone surrogate (an emoji cut in half, which JSON carries and UTF-8 cannot). An answer must not be lost,
+    nor blamed on the caller, nor fail a tool, for a character."""
+    if isinstance(value, str):
+        value = value.replace("\x00", "")
+        if _SURROGATE.search(value):
+            value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    return value
 
 
 def named(exc: ProviderError, provider_name: str, url: str) -> ProviderError:

@@ -171,3 +171,13 @@ def test_a_lone_surrogate_in_the_models_reply_becomes_a_replacement_character(sc
     response = bot.turn("hello")
     assert response.status_code == 200 and response.json()["reply"] == "Here you go \ufffd"
     assert window(bot)[-1] == ("assistant", "chat", "Here you go \ufffd")
+
+
+def test_a_tool_call_with_half_an_emoji_is_run_with_storable_text(script, owner_bot):
+    # The model's tool arguments reach the database too: the same repair as its text, not a 500.
+    script.push("turn", tool_call("memory_store", {"key": "tea \ud83d", "value": "likes green tea \ud83d",
+                                                   "category": "identity"}), Reply(text="Noted."))
+    response = owner_bot.turn("I like green tea", sender="ana", trust="operator")
+    assert response.status_code == 200 and response.json()["reply"] == "Noted."
+    row = Memory.objects.get(category="identity")
+    assert (row.key, row.value) == ("tea \ufffd", "likes green tea \ufffd")

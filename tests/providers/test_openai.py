@@ -44,6 +44,10 @@ def test_a_nul_in_the_text_is_dropped_and_a_lone_surrogate_replaced(openai_chain
     assert ask([{"role": "user", "content": "Hi"}]).text == "Hello, Ana."
     # A lone surrogate (an emoji cut in half) is not UTF-8: U+FFFD in its place, a whole pair kept.
     assert ask([{"role": "user", "content": "Hi"}]).text == "\U0001f600 cut: \ufffd"
+    # The same in a tool call's arguments, keys included.
+    openai_chain.push(tool_call("memory_recall", {"query": "tea\x00 \ud83d", "k\ud83d": ["\x00"]}))
+    call = ask([{"role": "user", "content": "Hi"}], tools=[RECALL]).tool_calls[0]
+    assert call["arguments"] == {"query": "tea \ufffd", "k\ufffd": [""]}
 
 
 def test_it_posts_the_messages_to_chat_completions(openai_chain):
