@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from fermix_site.conf import conf
+from fermix_site.storage import is_storage_full
 from memory.compactor import CompactionError, compaction_preflight
 from memory.conversations import (
     ConversationKey,
@@ -84,10 +85,21 @@ class ToolLoop:
                 "tool_calls": len(self.tool_calls), "provider": self.provider, "model": self.model}
 
 
-def _run_call(call: dict, ctx: ToolContext) -> ToolResult:
+def _run_call(call: dict, ctx: ToolContext, conversation_key: str) -> ToolResult:
+    """The tool's answer to the model. A tool that fails (the database refusing a write, a fault of ours) is
+    logged with its traceback and answered to the model as a refusal, `internal_error` (or `storage_full`):
+    the model has been paid for and the user's message is stored, so the turn goes on and the model can
+    still answer, instead of the whole turn failing."""
     if call.get("error"):  # the model's arguments were not a JSON object: tell it, run nothing
         return refuse("invalid_argument", call["error"])
-    return run_tool(call.get("name", ""), ctx, call.get("arguments", {}))
+    name = call.get("name", "")
+    try:
+        return run_tool(name, ctx, call.get("arguments", {}))
+    except Exception as exc:  # noqa: BLE001 - see above; the error is logged, and recorded on the reply
+        logger.exception("%s: the tool %s failed", conversation_key, name)
+        if is_storage_full(exc):
+            return refuse("storage_full", f"{name} failed: the server's storage is full; answer without it")
+        return refuse("internal_error", f"{name} failed on the server (the error is logged); answer without it")
 
 
 def answer_with_tools(*, messages: list[dict], ctx: ToolContext, agent_tag: str, conversation_key: str,
@@ -110,7 +122,7 @@ def answer_with_tools(*, messages: list[dict], ctx: ToolContext, agent_tag: str,
             break
         messages.append(assistant_message(result))
         for call in result.tool_calls:
-            outcome = _run_call(call, ctx)
+            outcome = _run_call(call, ctx, conversation_key)
             loop.warnings += [w for w in outcome.warnings if w not in loop.warnings]
             loop.tool_calls.append({"name": call.get("name", ""), "ok": outcome.ok,
                                     "code": outcome.data.get("error", "") if isinstance(outcome.data, dict) else ""})

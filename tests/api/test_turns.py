@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from django.db import OperationalError, connection
 
 from fermix_site.conf import conf
 from memory.compactor import NOTICE
@@ -171,6 +172,32 @@ def test_a_lone_surrogate_in_the_models_reply_becomes_a_replacement_character(sc
     response = bot.turn("hello")
     assert response.status_code == 200 and response.json()["reply"] == "Here you go \ufffd"
     assert window(bot)[-1] == ("assistant", "chat", "Here you go \ufffd")
+
+
+def test_a_tool_the_database_fails_is_answered_to_the_model_and_the_turn_goes_on(script, owner_bot, caplog):
+    # The model was paid for and the message is stored: a failing tool is the model's to hear, not a 500.
+    store = tool_call("memory_store", {"key": "home_city", "value": "lives in Lisbon", "category": "identity"})
+    script.push("turn", store, Reply(text="I could not note that down just now."))
+
+    def refuse_memories(execute, sql, params, many, context):
+        if sql.startswith('INSERT INTO "memories"'):
+            raise OperationalError("disk I/O error")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(refuse_memories):
+        response = owner_bot.turn("I live in Lisbon", sender="ana", trust="operator")
+    assert response.status_code == 200, response.text
+    assert response.json()["reply"] == "I could not note that down just now."
+    assert response.json()["usage"]["tool_calls"] == 1 and not Memory.objects.filter(key="home_city").exists()
+    told = json.loads(script.requests("turn")[1].body["messages"][-1]["content"])
+    assert (told["ok"], told["data"]) == (False, {"error": "internal_error"})
+    assert told["result"].startswith("memory_store failed on the server")
+    assert window(owner_bot)[-2:] == [("user", "chat", "I live in Lisbon"),
+                                      ("assistant", "chat", "I could not note that down just now.")]
+    reply = owner_bot.get(CONV + "/messages").json()["messages"][-1]
+    assert reply["metadata"]["tool_calls"] == [{"name": "memory_store", "ok": False, "code": "internal_error"}]
+    failed = [r for r in caplog.records if r.levelname == "ERROR" and "the tool memory_store failed" in r.message]
+    assert len(failed) == 1 and "disk I/O error" in str(failed[0].exc_info[1])
 
 
 def test_a_tool_call_with_half_an_emoji_is_run_with_storable_text(script, owner_bot):

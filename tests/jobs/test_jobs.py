@@ -195,6 +195,26 @@ def test_a_summary_that_cannot_be_written_keeps_the_answer_and_the_model_is_not_
     assert len(script.requests("job")) == 1
 
 
+def test_a_tool_that_fails_is_told_to_the_model_and_the_run_finishes(script):
+    job = new_job()
+    store = tool_call("memory_store", {"key": "seen", "value": "checked the inbox", "category": "directive"})
+    script.push("job", store, Reply(text="Digest ready; the note was not kept."))
+    refused = []
+
+    def refuse_first_memory(execute, sql, params, many, context):
+        if sql.startswith('INSERT INTO "memories"') and not refused:  # the tool's row; the summary comes later
+            refused.append(sql)
+            raise OperationalError("disk I/O error")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(refuse_first_memory):
+        run = job_run_execute(run_id=job_run_start(job_id=job.pk, trigger="manual").pk)
+    assert (run.status, run.output, run.error) == ("ok", "Digest ready; the note was not kept.", "")
+    told = script.requests("job")[1].body["messages"][-1]["content"]
+    assert '"error": "internal_error"' in told and not Memory.objects.filter(key="seen").exists()
+    assert Memory.objects.get(key="latest").value == "Digest ready; the note was not kept."
+
+
 def test_a_nul_in_the_model_reply_is_dropped_not_fatal(script):
     job = new_job()
     script.push("job", Reply(text="Three new\x00 emails."))
