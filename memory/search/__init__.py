@@ -169,7 +169,8 @@ def with_replies(hits: list[Scored], filters: dict, limit: int) -> list[Scored]:
         for (reply_id, content), share in zip(replies.get(hit.id, []), FOLLOW_SHARES, strict=False):
             score = hit.score * share
             if reply_id not in scores or scores[reply_id].score < score:
-                scores[reply_id] = Scored(reply_id, score, rank.snippet(content, set(), {}), reply_to=hit.id)
+                scores[reply_id] = Scored(reply_id, score, rank.snippet(content, set(), {}), reply_to=hit.id,
+                                          share=share)
     return sorted(scores.values(), key=lambda h: (-h.score, -h.id))[:limit]
 
 

@@ -35,6 +35,7 @@ class Scored:
     score: float
     snippet: str
     reply_to: int | None = None  # a reply added after this hit (context), not a match of its own
+    share: float = 1.0  # a reply's share of that hit's score: less for the message after the next
 
 
 def idf(df: float, total: float) -> float:

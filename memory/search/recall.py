@@ -34,7 +34,7 @@ logger = logging.getLogger("fermix.memory.recall")
 
 MODES = ("hybrid", "lexical", "semantic")
 # Fusion, tuned on bench/recall_eval.py (the variants tried: docs/recall.md).
-RRF_K, W_LEXICAL, W_SEMANTIC, REPLY_SHARE = 5, 1.0, 1.7, 0.7
+RRF_K, W_LEXICAL, W_SEMANTIC = 5, 1.0, 1.7
 MARKED = re.compile(re.escape(MARK_START) + r"(.+?)" + re.escape(MARK_END))
 SPAN_LISTING = 50  # a question that is only a time ("what happened yesterday?") lists its span's rows
 # The query is embedded here while the lexical passes run (the model and the database both release the GIL).
@@ -154,7 +154,8 @@ def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int, *,
          covering: bool = True) -> list[tuple[Scored, float]]:
     """One ranking from two, by weighted reciprocal rank: W_LEXICAL / (RRF_K + rank) + W_SEMANTIC / (RRF_K +
     rank), the lexical ranks by `lexical_ranks` when `covering` (else the list's places); a reply stands at
-    least REPLY_SHARE of the row it answers. Returns (hit, fused score), best first."""
+    least its share (`memory.search.FOLLOW_SHARES`) of the row it answers, so the next message stays above
+    the one after it. Returns (hit, fused score), best first."""
     scores: dict[int, float] = {}
     hits: dict[int, Scored] = {}
     ranks = lexical_ranks(lexical) if covering else {}
@@ -165,9 +166,9 @@ def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int, *,
     for rank, hit in enumerate(semantic_hits, start=1):
         scores[hit.id] = scores.get(hit.id, 0.0) + W_SEMANTIC / (RRF_K + rank)
         hits.setdefault(hit.id, hit)
-    for hit in hits.values():  # a reply stands at least REPLY_SHARE of what it answers
+    for hit in hits.values():  # a reply stands at least its share of what it answers, as in its own list
         if hit.reply_to is not None and hit.reply_to in scores:
-            scores[hit.id] = max(scores[hit.id], REPLY_SHARE * scores[hit.reply_to])
+            scores[hit.id] = max(scores[hit.id], hit.share * scores[hit.reply_to])
     ranked = sorted(scores, key=lambda i: (-scores[i], -i))
     return [(hits[i], scores[i]) for i in ranked][:limit]
 

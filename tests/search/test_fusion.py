@@ -1,12 +1,15 @@
 """The fusion of the lexical and semantic rankings (`memory.search.recall.fuse`): word coverage, replies."""
 
+import pytest
+
+from memory.search import FOLLOW_SHARES
 from memory.search.rank import MARK_END, MARK_START, Scored
 from memory.search.recall import RRF_K, W_LEXICAL, fuse, lexical_ranks
 
 
-def match(pk, *words, reply_to=None):
+def match(pk, *words, reply_to=None, share=1.0):
     marked = " ".join(f"{MARK_START}{w}{MARK_END}" for w in words)
-    return Scored(pk, 1.0, f"said {marked} here", reply_to=reply_to)
+    return Scored(pk, 1.0, f"said {marked} here", reply_to=reply_to, share=share)
 
 
 def test_the_first_match_of_a_word_no_match_above_had_ranks_after_one_match_per_word_covered():
@@ -35,3 +38,17 @@ def test_hybrid_fusion_keeps_the_other_words_match_within_the_first_ten():
     plain = fuse(lexical, semantic, 10, covering=False)
     assert 7 not in [hit.id for hit, _ in plain]
     assert dict((hit.id, score) for hit, score in fuse(lexical, [], 10))[7] == W_LEXICAL / (RRF_K + 2)
+
+
+@pytest.mark.parametrize("covering", [True, False], ids=["hybrid", "lexical"])
+def test_the_next_message_after_a_match_stays_above_the_one_after_it(covering):
+    # "What are you planning to do with them?" (1), the answer (20), the assistant's comment on it (21):
+    # both replies come far down their list, and each stands at its own share of the question's score.
+    next_one, after_it = FOLLOW_SHARES
+    lexical = [match(1, "planning"), *(match(i, "Rui") for i in range(2, 10)),
+               match(20, reply_to=1, share=next_one), match(21, reply_to=1, share=after_it)]
+    semantic = [Scored(100 + i, 0.5, "") for i in range(10)] if covering else []
+    fused = dict((hit.id, score) for hit, score in fuse(lexical, semantic, 30, covering=covering))
+    assert fused[20] > fused[21]
+    assert fused[20] == pytest.approx(next_one * fused[1])
+    assert fused[21] == pytest.approx(after_it * fused[1])
