@@ -180,10 +180,12 @@ def clear() -> None:
     ann.clear()
 
 
-def incomplete(kind: str, model, filters: dict, top_object: int, has_vectors: bool, last_id: int = 0) -> bool:
+def incomplete(kind: str, model, filters: dict, top_object: int, has_vectors: bool, last_id: int = 0,
+               held: np.ndarray | None = None) -> bool:
     """True when rows in scope older than GRACE still wait for their vectors, or the scope has rows but
     no vector at all (`top_object`: the highest object id with a vector; `last_id`: the highest
-    `embeddings.id` read)."""
+    `embeddings.id` read; `held`: the object ids of the scope's vectors up to `last_id`, all of them,
+    when the caller holds them)."""
     old = timezone.now() - GRACE
     if kind == Embedding.Kind.MESSAGE:
         # A scope with no vector yet cannot be searched by meaning at all, however new its rows are.
@@ -198,6 +200,10 @@ def incomplete(kind: str, model, filters: dict, top_object: int, has_vectors: bo
     names = [memories_generation(agent_id), vectors_generation(agent_id, kind)]
 
     def oldest_waiting():
+        if held is not None and _whole_agent(filters):
+            counted = _oldest_waiting_counted(filters, held, old)
+            if counted is not UNKNOWN:
+                return counted
         embedded = Embedding.objects.filter(model_id=model.model_id, kind=kind, object_id=OuterRef("pk"))
         waiting = Memory.objects.filter(**orm_filters(filters)).exclude(Exists(embedded))
         return waiting.aggregate(oldest=Min("updated_at"))["oldest"]
@@ -206,14 +212,42 @@ def incomplete(kind: str, model, filters: dict, top_object: int, has_vectors: bo
     return oldest is not None and (not has_vectors or oldest < old)
 
 
+UNKNOWN = object()
+
+
+def _whole_agent(filters: dict) -> bool:
+    """Whether memory-row `filters` select exactly the rows whose vectors make the agent's scope: its live rows."""
+    return filters.keys() == {"agent_id", "archived_at__isnull"} and filters["archived_at__isnull"] is True
+
+
+def _oldest_waiting_counted(filters: dict, held: np.ndarray, old) -> object:
+    """When the oldest of an agent's live memory rows still waiting for its vector was last changed (None:
+    none waits), by counting, or UNKNOWN. Each live row has at most one vector under a model and a row
+    loses it in the transaction that changes or archives it (`memory.rows`, erasure), so `held` (the
+    object ids of the agent's vectors) are live rows: when the rows changed before `old` number as many as
+    the vectors held for them, none of those waits, and the oldest waiting row is among the few changed
+    since, read with their ids. Else UNKNOWN, and the caller asks the anti-join. Two statements over
+    the index of live rows instead of the anti-join's probe of `embeddings` for each row: the anti-join
+    is what every memory change made the next memory recall over all conversations pay."""
+    rows = Memory.objects.filter(**orm_filters(filters))
+    total = rows.count()
+    recent = list(rows.filter(updated_at__gte=old).values_list("id", "updated_at"))
+    ids = np.fromiter((pk for pk, _ in recent), dtype=np.int64, count=len(recent))
+    with_vector = np.isin(ids, held)
+    if total - len(recent) != len(held) - int(with_vector.sum()):
+        return UNKNOWN
+    return min((at for (_, at), has in zip(recent, with_vector.tolist(), strict=True) if not has), default=None)
+
+
 def _degraded(kind: str, model, filter_sets: list[dict], top_object: int, has_vectors: bool,
-              last_id: int) -> list[str | None]:
+              last_id: int, held: np.ndarray | None = None) -> list[str | None]:
     """`embeddings_incomplete` for each set whose rows still wait for their vectors (`incomplete`), else None.
     The sets before the last narrow it, so a row waiting in one of them waits in the last too: they are
-    asked only when the last is incomplete. Memory rows are asked by an anti-join over the scope's live rows,
+    asked only when the last is incomplete. Memory rows are asked by an anti-join over the scope's live rows
+    (for the whole agent's live rows, counted against `held`, the scope's vectors' object ids, first),
     kept per set of filters; a time span is a new set at almost every query, and its anti-join over a whole
     agent's memory rows took 20–65 ms at a million messages on PostgreSQL, at every dated question."""
-    widest = incomplete(kind, model, filter_sets[-1], top_object, has_vectors, last_id)
+    widest = incomplete(kind, model, filter_sets[-1], top_object, has_vectors, last_id, held)
     return ["embeddings_incomplete" if widest and (filters is filter_sets[-1] or incomplete(
         kind, model, filters, top_object, has_vectors, last_id)) else None for filters in filter_sets]
 
@@ -255,7 +289,8 @@ def neighbours_each(kind: str, model, query: str, filter_sets: list[dict], limit
         entry = _entry(model.model_id, model.dimensions, kind, scope)
     except TooLarge:
         return _approximate(kind, model, query, filter_sets, pinned=len(scope) > 1, centred=centred, limit=limit)
-    degraded = _degraded(kind, model, filter_sets, entry.top_object, len(entry.ids) > 0, entry.last_id)
+    degraded = _degraded(kind, model, filter_sets, entry.top_object, len(entry.ids) > 0, entry.last_id,
+                         entry.ids)
     if not len(entry.ids):
         return [Neighbours([], why) for why in degraded]
     vector = model.embed_query(query).astype(np.float32)
