@@ -38,6 +38,36 @@ def print_next_steps(out, base: str) -> None:
         out.write("Next steps:\n" + "\n".join(f"  {n}. {step}" for n, step in enumerate(steps, start=1)))
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes `pid` started, and theirs, read from /proc (empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                parent = int(stat.read().rsplit(b")", 1)[1].split()[1])  # after the name, which may hold spaces
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        children.setdefault(parent, []).append(int(entry))
+    found, pending = [], list(children.get(pid, []))
+    while pending:
+        found.append(pending.pop())
+        pending += children.get(found[-1], [])
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL `pid` and every process it started. A child that did not stop in time may have started
+    others (the task cluster's sentinel and workers): killing only the child left them running, orphaned,
+    holding the database."""
+    for target in [*descendants(pid), pid]:
+        try:
+            os.kill(target, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class Command(BaseCommand):
     help = "Serve the web app and the django-q2 cluster together; Ctrl-C stops both."
 
@@ -85,7 +115,8 @@ class Command(BaseCommand):
                 try:
                     child.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    child.kill()
+                    kill_tree(child.pid)
+                    child.wait()
         failed = [name for name, child in zip(names, children, strict=True) if child.returncode not in (0, -15)]
         if not stopping and failed:
             raise CommandError(f"the {' and the '.join(failed)} stopped unexpectedly; see the log above")
