@@ -57,12 +57,12 @@ def check_wal(app_configs=None, **kwargs):
 
 
 POSTGRES_SEARCH_INDEXES = ("messages_search_idx", "memories_search_idx", "messages_chat_search_idx",
-                           "messages_span_brin")
+                           "messages_span_brin", "messages_owner_search_idx")
 
 
 @register()
 def check_search_indexes(app_configs=None, **kwargs):
-    """PostgreSQL: the indexes recall relies on (migrations 0004, 0008 and 0014) are present (memory.W002),
+    """PostgreSQL: the indexes recall relies on (migrations 0004, 0008, 0014 and 0016) are present (memory.W002),
     and the trigger that keeps `message_days` (migration 0015, memory.E002)."""
     rows = _rows("postgresql", queries.search_indexes)
     if not rows or not {table for table, _ in rows} >= {"messages", "memories"}:
@@ -72,9 +72,9 @@ def check_search_indexes(app_configs=None, **kwargs):
     if missing:
         warnings.append(Warning(
             f"Search indexes missing: {', '.join(missing)}. Recall stays correct but reads far more rows.",
-            hint="Run `python manage.py migrate`; messages_chat_search_idx needs the btree_gin extension "
-                 "(`CREATE EXTENSION btree_gin` as the database owner), then `migrate memory 0007` and "
-                 "`migrate memory` to create it.",
+            hint="Run `python manage.py migrate`; messages_chat_search_idx and messages_owner_search_idx need "
+                 "the btree_gin extension (`CREATE EXTENSION btree_gin` as the database owner), then "
+                 "`migrate memory 0007` and `migrate memory` to create them.",
             id="memory.W002",
         ))
     triggers = {name for (name,) in _rows("postgresql", queries.message_triggers) or []}

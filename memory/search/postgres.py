@@ -25,8 +25,9 @@ the heap rows it visits (the planner, left alone, walks for any LIMIT or sorts e
   million, then older ids sized by the density found;
 - in one conversation from `messages_chat_search_idx` alone, the other filters applied outside a
   fenced subquery (`_in_conversation`);
-- for an owner the statistics know as large, from the GIN index alone too, the owner's filter applied
-  outside a fenced subquery (`_fenced`), rather than beside a bitmap of the owner's whole index;
+- for one owner from `messages_owner_search_idx` (migration 0016), which intersects the owner's posting
+  list with the words' before a row is read; for an owner holding far more rows than the pass's words
+  (one who owns most of the agent's), from the words' matches read and filtered (`_fenced`);
 - a quoted phrase's stop words size its pass (`english` keeps "weren", in 45 % of rows).
 
 A statement costs a round trip and its planning (about 0.3 ms) however little it reads, so a query
@@ -64,10 +65,10 @@ WALK_BOUND = 4  # ...and reads at most this many times the rows expected before 
 INDEX_WINDOW = 2  # an index pass first reads the ids where about twice its limit of matches are
 WINDOW_GROWTH = 4  # ...then older ids by the density found, or four times as many when it found none
 SUMMARISED = ("messages",)  # tables with page summaries of `id + 0` (migration 0014)
-OWNER_INDEXED = ("messages",)  # tables with an index of (agent, owner, id): `messages_owner_idx`
+OWNER_INDEXED = ("messages",)  # tables with an index of (owner, vector): `messages_owner_search_idx`
 SUMMARY_SPAN = 10  # an index pass narrows by the page summaries while its window has 10 ids a match or more
 CORRELATION = 32  # a pass of several words expects at least 1/32 of its rarest word's rows to hold them all
-OWNER_FENCE = 10  # an owner's index entry costs about 1/10 of a match read from the heap (`_fenced`)
+OWNER_FENCE = 150  # an owner of more rows than 150 a match of the pass: read the matches, filter (`_fenced`)
 
 
 def _tsquery(item: tuple[str, ...]) -> tuple[str, list]:
@@ -232,13 +233,17 @@ def _by_index(step: plan.Pass, df: dict[str, float], max_id: int, filters: dict)
 
 
 def _fenced(step: plan.Pass, df: dict[str, float], owner_rows: float) -> bool:
-    """Whether an owner's index pass should read the word's matches and filter them, rather than let the
-    planner intersect the GIN bitmap with the owner's whole index (`messages_owner_idx`), as it does for
-    any owner. The bitmap of an owner's index costs about 150 ns an entry (the 42,055 of the largest owner
-    at a million messages: 374 blocks, 6.3 ms, for a word in 731 rows) and a match read from the heap and
-    filtered about 1.4 µs (714 in 1.0 ms), so past OWNER_FENCE entries a match the matches are cheaper
-    read. `owner_rows`: the owner's rows by the planner's statistics (an owner outside them is smaller
-    than every owner in them, and is not fenced)."""
+    """Whether an owner's pass should read the words' matches and filter them by owner (in a fenced
+    subquery, which keeps the planner from the owner's indexes) rather than take the owner's matches
+    from `messages_owner_search_idx`. That index walks the owner's posting list beside the words': for
+    an owner of 42,236 rows of a million and a word in 2,276 rows, 1.3 ms for the owner's 78 matches,
+    against 11.7 ms reading the word's 2,276 and filtering. But the owner's list costs about 1.7 ns an
+    entry, so for an owner of most of the agent's rows reading the word's matches is cheaper: an owner of
+    900,000 rows and a word in 194, 1.9 ms against 0.4; in 5,781, 9.6 against 5.2. Measured for owners
+    of 100,000 to 900,000 rows of a million, reading the matches is the faster of the two while the owner
+    holds more than about OWNER_FENCE rows a match (docs/performance.md). `owner_rows`: the owner's rows
+    by the planner's statistics (an owner outside them is smaller than every owner in them, and is not
+    fenced)."""
     items = _item_rows(step, df)
     return bool(items) and owner_rows > OWNER_FENCE * max(min(items), 1.0)
 

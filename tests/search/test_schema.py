@@ -79,3 +79,23 @@ def test_postgres_has_a_conversation_and_vector_gin_index_and_the_check_guards_i
     finally:
         _migrate(latest)
     assert checks.check_search_indexes() == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL GIN indexes")
+def test_postgres_has_an_owner_and_vector_gin_index_and_the_check_guards_it():
+    from memory import checks
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'messages_owner_search_idx'")
+        [(definition,)] = cursor.fetchall()
+    assert "USING gin (owner_id, search_vector)" in definition
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes("memory")[0][1]
+    try:
+        _migrate("0015_message_days")
+        [warning] = checks.check_search_indexes()
+        assert warning.id == "memory.W002"
+        assert warning.msg.startswith("Search indexes missing: messages_owner_search_idx.")
+    finally:
+        _migrate(latest)
+    assert checks.check_search_indexes() == []
