@@ -21,8 +21,8 @@ def test_sparse_matches_come_from_the_index_and_a_common_word_in_one_conversatio
     assert not backend._by_index(one_word, {"potteri": 200_000}, 1_000_000, {"agent_id": "main"})
     assert not backend._by_index(one_word, {}, 1_000_000, {"agent_id": "main"})
     # A word in 7,800 rows: over the agent's rows the index reads only the newest matches, so it beats
-    # a walk of 10,000 rows; in one owner's rows the planner is left to choose, with the owner's matches
-    # counted in `messages_owner_search_idx` (it takes them from there at a million messages).
+    # a walk of 10,000 rows; in one owner's rows the planner is left to choose (at a million messages it
+    # takes the owner's matches from `messages_owner_search_idx`).
     assert backend._by_index(one_word, {"potteri": 7_800}, 1_000_000, {"agent_id": "main"})
     assert not backend._by_index(one_word, {"potteri": 7_800}, 1_000_000, {"agent_id": "main", "owner_id": "dana"})
     # In one conversation the walk is chosen by the rows it expects to read: 400 walked, or the index.

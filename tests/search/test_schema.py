@@ -5,7 +5,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from memory import fts
+from memory import checks, fts
 from memory.models import Message
 from memory.search import search_messages
 
@@ -64,8 +64,6 @@ def test_postgres_summarises_message_pages_by_the_id_form_only_index_passes_writ
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL GIN indexes")
 def test_postgres_has_a_conversation_and_vector_gin_index_and_the_check_guards_it():
-    from memory import checks
-
     assert checks.check_search_indexes() == []
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'messages_chat_search_idx'")
@@ -84,8 +82,6 @@ def test_postgres_has_a_conversation_and_vector_gin_index_and_the_check_guards_i
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL GIN indexes")
 def test_postgres_has_an_owner_and_vector_gin_index_and_the_check_guards_it():
-    from memory import checks
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'messages_owner_search_idx'")
         [(definition,)] = cursor.fetchall()
