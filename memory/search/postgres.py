@@ -26,8 +26,10 @@ the heap rows it visits (the planner, left alone, walks for any LIMIT or sorts e
 - in one conversation from `messages_chat_search_idx` alone, the other filters applied outside a
   fenced subquery (`_in_conversation`);
 - for one owner from `messages_owner_search_idx` (migration 0016), which intersects the owner's posting
-  list with the words' before a row is read; for an owner holding far more rows than the pass's words
-  (one who owns most of the agent's), from the words' matches read and filtered (`_fenced`);
+  list with the words' before a row is read; for an owner holding far more rows than the pass's words,
+  from the words' matches read and filtered (`_fenced`), and for an owner of most of the rows (a
+  one-person assistant) as over the agent's, newest ids first, the owner filtered outside each window
+  (`_most_rows`);
 - a quoted phrase's stop words size its pass (`english` keeps "weren", in 45 % of rows).
 
 A statement costs a round trip and its planning (about 0.3 ms) however little it reads, so a query
@@ -151,7 +153,7 @@ def _run(cursor, passes: list[tuple[plan.Pass, Statements]]) -> list[list[int]]:
 
 
 def _windows(corpus, tsquery: str, params: list, filters: dict, step: plan.Pass, walk: float,
-             max_id: int) -> Statements:
+             max_id: int, fenced: bool = False) -> Statements:
     """The newest `limit` matches from the GIN index, newest rows first: those among the last
     INDEX_WINDOW × `walk` ids (where about INDEX_WINDOW × limit matches are), then, while matches are
     missing, older ids where INDEX_WINDOW times as many as are missing should be at the density found
@@ -163,7 +165,9 @@ def _windows(corpus, tsquery: str, params: list, filters: dict, step: plan.Pass,
     The pages of the window come from `messages_span_brin` while the window spans SUMMARY_SPAN ids or
     more for each row holding the pass's words (about 4,000 rows for a single word at a million). Past
     that the planner intersects the two bitmaps page by page and rechecks every row of a page with a
-    match (4,700 rows for a word in 9,600), which costs more than fetching the word's own rows."""
+    match (4,700 rows for a word in 9,600), which costs more than fetching the word's own rows.
+
+    `fenced`: the filters are applied outside the window (an owner of most of the rows, `_most_rows`)."""
     read_from: list[int] = []  # where the last window started
     summarised = corpus.table in SUMMARISED and INDEX_WINDOW * walk >= SUMMARY_SPAN * step.limit * max_id / walk
     top = max_id if step.before_id is None else step.before_id - 1  # a time span's newest id
@@ -180,7 +184,7 @@ def _windows(corpus, tsquery: str, params: list, filters: dict, step: plan.Pass,
             before = read_from[-1] + 1
         read_from.append(max(int(top - span), step.after_id))
         return _ids_sql(corpus, tsquery, params, filters, step.limit - len(found), read_from[-1], by_index=True,
-                        summarised=summarised, before_id=before)
+                        summarised=summarised, before_id=before, fenced=fenced)
 
     return statement
 
@@ -210,13 +214,25 @@ def _walk_rows(step: plan.Pass, df: dict[str, float], max_id: int) -> float | No
     return step.limit * max_id / max(together, rarest / CORRELATION, 1.0)
 
 
-def _agent_wide(filters: dict) -> bool:
-    """Whether the filters keep most of an agent's rows (scope all): then the newest ids hold a pass's
-    newest matches, and an index pass reads them first (`_windows`)."""
-    return not any(column_of(column) in NARROWING for column in filters)
+def _agent_wide(filters: dict, most_rows: bool = False) -> bool:
+    """Whether the filters keep most of an agent's rows (scope all, or an owner of most of them:
+    `most_rows`): then the newest ids hold a pass's newest matches, and an index pass reads them first
+    (`_windows`)."""
+    narrowing = {column_of(column) for column in filters} & set(NARROWING)
+    return not narrowing or (most_rows and narrowing == {"owner_id"})
 
 
-def _by_index(step: plan.Pass, df: dict[str, float], max_id: int, filters: dict) -> bool:
+def _most_rows(owner_rows: float, max_id: int) -> bool:
+    """Whether an owner holds most of the table's rows (a one-person assistant), half of them or more.
+    Then an owner's pass is an agent's (`_windows`, the first window widened by the owner's share), its
+    owner filter applied outside each window: a window reads at most twice as many matches as the
+    owner's. Read whole (`_fenced`), the pass fetched every match of its words from the heap to sort
+    them, and from `messages_owner_search_idx` every match of the owner's (docs/performance.md).
+    `owner_rows`: as for `_fenced`."""
+    return max_id > 0 and owner_rows * 2 >= max_id
+
+
+def _by_index(step: plan.Pass, df: dict[str, float], max_id: int, filters: dict, most_rows: bool = False) -> bool:
     """Whether the pass's matches should come from the GIN index (then sorted) rather than from walking
     the table newest first and testing each row's vector, which the planner prefers for any LIMIT.
 
@@ -228,7 +244,7 @@ def _by_index(step: plan.Pass, df: dict[str, float], max_id: int, filters: dict)
     2.2 ms walked, 4.3 ms so. (One conversation: `_in_conversation`.)
     """
     walk = _walk_rows(step, df, max_id)
-    cost = WINDOWED_ROW_COST if _agent_wide(filters) else GIN_ROW_COST
+    cost = WINDOWED_ROW_COST if _agent_wide(filters, most_rows) else GIN_ROW_COST
     return walk is not None and cost * step.limit * max_id / walk < walk
 
 
@@ -243,7 +259,8 @@ def _fenced(step: plan.Pass, df: dict[str, float], owner_rows: float) -> bool:
     of 100,000 to 900,000 rows of a million, reading the matches is the faster of the two while the owner
     holds more than about OWNER_FENCE rows a match (docs/performance.md). `owner_rows`: the owner's rows
     by the planner's statistics (an owner outside them is smaller than every owner in them, and is not
-    fenced)."""
+    fenced). An owner of most of the rows reads only the newest of the matches where it can
+    (`_most_rows`)."""
     items = _item_rows(step, df)
     return bool(items) and owner_rows > OWNER_FENCE * max(min(items), 1.0)
 
@@ -473,15 +490,17 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
         owner_rows = 0.0
         if corpus.table in OWNER_INDEXED and isinstance(owner, str) and not isinstance(filters.get("chat_id"), str):
             owner_rows = common_owners.get(cursor, corpus.table)[0].get(owner, 0.0) * max_id
+        most_rows = _most_rows(owner_rows, max_id)
 
         def statements(step: plan.Pass) -> tuple[plan.Pass, Statements]:
             step = plan.within(step, max_id, span)
             sql, params = _all(step.words)
             if isinstance(filters.get("chat_id"), str):
                 return step, _in_conversation(corpus, sql, params, filters, step, _walk_rows(step, sizes, max_id))
-            by_index = _by_index(step, sizes, max_id, filters)
-            if by_index and _agent_wide(filters):
-                return step, _windows(corpus, sql, params, filters, step, _walk_rows(step, sizes, max_id), max_id)
+            by_index = _by_index(step, sizes, max_id, filters, most_rows)
+            if by_index and _agent_wide(filters, most_rows):
+                walk = _walk_rows(step, sizes, max_id) * (max_id / owner_rows if most_rows else 1.0)
+                return step, _windows(corpus, sql, params, filters, step, walk, max_id, fenced=most_rows)
             fenced = by_index and _fenced(step, sizes, owner_rows)
             return step, _in_order(lambda found: _ids_sql(corpus, sql, params, filters, step.limit, step.after_id,
                                                           by_index=by_index, before_id=step.before_id,

@@ -243,30 +243,64 @@ def test_an_owner_with_many_more_rows_than_a_pass_has_matches_reads_the_matches_
     assert not backend._fenced(word, {}, 900_000)
 
 
+def test_an_owner_of_most_rows_is_searched_as_the_agent_is_with_the_owner_filter_outside_the_window():
+    word = plan.Pass((("finemibe",),), 80)
+    owner = {"agent_id": "main", "owner_id": "dana"}
+    # Half the rows or more: the newest ids holding twice the pass's limit of any owner's matches hold
+    # about the owner's limit, so the pass reads windows of the newest ids as an agent's pass does.
+    assert backend._most_rows(900_000, 1_000_000) and backend._most_rows(500_000, 1_000_000)
+    assert not backend._most_rows(420_000, 1_000_000) and not backend._most_rows(0.0, 0)
+    assert backend._agent_wide(owner, most_rows=True) and not backend._agent_wide(owner)
+    assert not backend._agent_wide({**owner, "created_at__gte": timezone.now()}, most_rows=True)
+    # A word in 7,800 rows: windows of the newest ids, not the planner's choice, for such an owner.
+    assert backend._by_index(word, {"finemib": 7_800}, 1_000_000, owner, most_rows=True)
+    assert not backend._by_index(word, {"finemib": 7_800}, 1_000_000, owner)
+    sql, params = backend._all(word.words)
+    statement, values = backend._windows(search.MESSAGES, sql, params, owner, word, 10_000.0, 1_000_000,
+                                         fenced=True)([])
+    assert "OFFSET 0) t WHERE" in statement and values[-2:] == ["dana", 80]
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL planner statistics")
-def test_an_owner_pass_is_fenced_for_an_owner_the_statistics_know_as_large():
+def test_an_owner_s_pass_is_read_by_the_size_the_statistics_know_for_the_owner(ids_given_back):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setval('messages_id_seq', 1, false)")  # the windows are of the table's ids
     now = timezone.now()
+    # 20,000 rows: "big" holds 60 %, "mid" 30 %, 50 small owners the rest (each row a conversation of
+    # its own, so no reply joins the hits); "zebra" is in 800 rows, "quokka" in 29.
     Message.objects.bulk_create([
-        Message(agent_id="main", channel="t", chat_id=str(i % 7), role="user", created_at=now,
-                owner_id="big" if i % 10 else f"small{i}",
-                content=f"walnut harbor {'zebra' if i % 300 == 1 or i == 50 else 'maple'} {i}")
-        for i in range(3_000)])
+        Message(agent_id="main", channel="t", chat_id=str(i % 7 if i % 10 < 9 else i), role="user", created_at=now,
+                owner_id="big" if i % 10 < 6 else "mid" if i % 10 < 9 else f"small{i % 50}",
+                content=f"walnut harbor {'zebra' if i % 25 == 3 else 'quokka' if i % 667 == 9 else 'maple'} {i}")
+        for i in range(20_000)], batch_size=2_000)
     try:
         with connection.cursor() as cursor:
-            cursor.execute("ANALYZE messages")
+            cursor.execute("VACUUM ANALYZE messages")
         backend.common_owners._entries.clear()
         plan.document_frequencies.clear()
-        # "zebra": 10 rows of "big" (90 % of the rows) and one of "small50"; past the statistics' owners.
-        for owner, fenced in (("big", True), ("small50", False)):
+        # "big": an owner of most rows is searched as the agent is, newest ids first, its filter outside
+        # the window: the heap hands over the newest of the word's matches (160 for a pass of 80), not
+        # all 800. "mid": more rows than 150 a match, so the word's matches are read and filtered.
+        # "small9": from the owner's own index.
+        for owner, word, fenced, windowed in (("big", "zebra", True, True), ("mid", "quokka", True, False),
+                                              ("small9", "quokka", False, False)):
             filters = {"agent_id": "main", "owner_id": owner}
             with CaptureQueriesContext(connection) as sent:
-                found = [row.id for row in search.search_messages(query="zebra", filters=filters, limit=5)]
-            expected = list(Message.objects.filter(content__contains="zebra", **filters).order_by("-id")
+                found = [row.id for row in search.search_messages(query=word, filters=filters, limit=5)]
+            expected = list(Message.objects.filter(content__contains=word, **filters).order_by("-id")
                             .values_list("id", flat=True))
+            matches = Message.objects.filter(content__contains=word).count()
             assert expected and sorted(found) == sorted(expected[:5]), owner
             passes = [q["sql"] for q in sent if "search_vector @@" in q["sql"] and "ORDER BY t.id + 0" in q["sql"]]
             assert passes and all(("OFFSET 0) t WHERE" in sql) == fenced for sql in passes), owner
+            with connection.cursor() as cursor:
+                cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {passes[0]}")
+                scans = _scans(cursor.fetchone()[0][0]["Plan"])
+            # The rows the fence hands over, else those the heap does.
+            fence = [s["Plans"][0] for s in scans if s["Node Type"] == "Subquery Scan"]
+            read = (fence or [s for s in scans if s["Node Type"] == "Bitmap Heap Scan"])[0]["Actual Rows"]
+            assert (read < matches / 2) if windowed else (read == (matches if fenced else len(expected))), (owner, read)
     finally:
         backend.common_owners._entries.clear()
         plan.document_frequencies.clear()
