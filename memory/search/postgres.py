@@ -18,7 +18,7 @@ the heap rows it visits (the planner, left alone, walks for any LIMIT or sorts e
 
 - a frequent word is walked newest first, the table's rows or one conversation's (`_walk_rows`:
   about limit × rows / the rows expected to hold all the pass's words; in a conversation at most
-  WALK_BOUND times that, then the index);
+  WALK_BOUND times that, then the index), in a time span the span's ids (`_walked_in_span`);
 - a sparse one comes from the GIN index; over an agent's rows newest ids first (`_windows`): sorting
   by id needs each match's row, so the ids where about INDEX_WINDOW × limit matches are go first, their
   pages picked by `messages_span_brin` (migration 0014) for a word in at most about 4,000 rows of a
@@ -111,6 +111,24 @@ def _ids_sql(corpus, tsquery: str, params: list, filters: dict, limit: int, afte
     return (f"SELECT t.id FROM {corpus.table} t WHERE t.search_vector @@ {tsquery} AND {where} "
             f"AND {key} > %s {before}ORDER BY {'t.id + 0' if by_index else 't.id'} DESC LIMIT %s",
             [*params, *where_params, *bounds, limit])
+
+
+def _walked_in_span(corpus, tsquery: str, params: list, filters: dict, step: plan.Pass) -> tuple[str, list]:
+    """A walked pass inside a time span's ids (`plan.within`): the rows between them newest first, the
+    filters' time bounds applied outside a fenced subquery (OFFSET 0), which hands its rows over in its
+    order to the LIMIT. The ids already bound the time; beside them the planner took the bounds for a
+    second narrowing (it expected 32 of a common word's 649 matches in a month) and read the month's
+    pages through `messages_span_brin`, every page lossy: 933 pages, 15,796 rows rechecked, 12–17 ms,
+    where the walk reads 5,554 rows in 2–4 ms."""
+    timed = {k: v for k, v in filters.items() if k.startswith(f"{corpus.time_column}__")}
+    inner, inner_params = where_sql("t", {k: v for k, v in filters.items() if k not in timed})
+    outer, outer_params = where_sql("w", timed)
+    before = "" if step.before_id is None else "AND t.id < %s "
+    return (f"SELECT w.id FROM (SELECT t.id, t.{corpus.time_column} FROM {corpus.table} t WHERE "
+            f"t.search_vector @@ {tsquery} AND {inner} AND t.id > %s {before}ORDER BY t.id DESC OFFSET 0) w "
+            f"WHERE {outer} LIMIT %s",
+            [*params, *inner_params, step.after_id, *([] if step.before_id is None else [step.before_id]),
+             *outer_params, step.limit])
 
 
 def _ids(cursor, corpus, tsquery: str, params: list, filters: dict, limit: int, after_id: int = 0,
@@ -501,6 +519,8 @@ def search(corpus, query: Query, filters: dict, limit: int) -> list[rank.Scored]
             if by_index and _agent_wide(filters, most_rows):
                 walk = _walk_rows(step, sizes, max_id) * (max_id / owner_rows if most_rows else 1.0)
                 return step, _windows(corpus, sql, params, filters, step, walk, max_id, fenced=most_rows)
+            if span is not None and not by_index:
+                return step, _in_order(lambda found: _walked_in_span(corpus, sql, params, filters, step))
             fenced = by_index and _fenced(step, sizes, owner_rows)
             return step, _in_order(lambda found: _ids_sql(corpus, sql, params, filters, step.limit, step.after_id,
                                                           by_index=by_index, before_id=step.before_id,

@@ -1,12 +1,14 @@
 """PostgreSQL's part of the plan: document frequencies from the planner's statistics, and which passes
 take their matches from the GIN index instead of walking the table newest first."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from memory import search
+from memory import days, search
 from memory.models import Message
 from memory.search import Corpus, plan
 from memory.search import postgres as backend
@@ -343,6 +345,54 @@ def test_an_owner_s_pass_reads_only_the_owner_s_matches_from_one_index():
                 assert [index for _, index, _ in used if index] == ["messages_owner_search_idx"], (owner, used)
                 heap = [s for s in scans if s["Node Type"] == "Bitmap Heap Scan"]
                 assert heap and heap[0]["Actual Rows"] == len(expected), (owner, used)
+    finally:
+        plan.document_frequencies.clear()
+        Message.objects.all().delete()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL planner statistics")
+def test_a_walked_pass_in_a_time_span_walks_the_span_s_ids_and_checks_the_time_outside(ids_given_back):
+    start = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=30)
+    # 20 days of 1,000 messages each; "walnut" in every fourth (a common word: walked), "quokka" in
+    # 12 rows of the tenth day (sparse: from the index). A day's ids, widened to blocks of 256, take in
+    # some of the days beside it, so the time still has to be checked.
+    Message.objects.bulk_create([
+        Message(agent_id="main", channel="t", chat_id=str(i % 40), role="user",
+                created_at=start + timedelta(days=i // 1_000, seconds=i % 1_000),
+                content=f"{'walnut' if i % 4 == 0 else 'maple'} "
+                        f"{'quokka' if i // 1_000 == 10 and i % 83 == 5 else 'ridge'}")
+        for i in range(20_000)], batch_size=2_000)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE messages")
+        plan.document_frequencies.clear()
+        day = {"created_at__gte": start + timedelta(days=10), "created_at__lt": start + timedelta(days=11)}
+        filters = {"agent_id": "main", **day}
+        with connection.cursor() as cursor:
+            low, high = days.span_ids(cursor, "messages", filters)
+        in_day = Message.objects.filter(agent_id="main", created_at__gte=day["created_at__gte"],
+                                        created_at__lt=day["created_at__lt"])
+        assert Message.objects.filter(id__gte=low, id__lte=high).count() > in_day.count()  # the span is wider
+        for word, walked in (("walnut", True), ("quokka", False)):
+            with CaptureQueriesContext(connection) as sent:
+                found = [hit.id for hit in backend.search(search.MESSAGES, analyse(word), filters, 20)]
+            matches = list(in_day.filter(content__contains=word).order_by("-id").values_list("id", flat=True))
+            assert found and set(found) <= set(matches), word
+            passes = [q["sql"] for q in sent if "search_vector @@" in q["sql"] and "ranked" not in q["sql"]
+                      and "tsvector_to_array" not in q["sql"] and "LIMIT 50" not in q["sql"]]
+            assert len(passes) == 1, passes
+            # Walked: the span's ids newest first, the time checked outside the fence; sparse: the index.
+            assert ("OFFSET 0) w WHERE" in passes[0]) == walked, (word, passes[0])
+            with connection.cursor() as cursor:
+                cursor.execute(passes[0])
+                assert [row[0] for row in cursor.fetchall()] == matches[:plan.TERM_LIMIT], word
+                cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {passes[0]}")
+                scans = _scans(cursor.fetchone()[0][0]["Plan"])
+            if walked:  # the newest ids read one by one until the pass has its matches, no page lossy
+                assert [(x["Node Type"], x.get("Index Name")) for x in scans if "Index" in x["Node Type"]] == \
+                    [("Index Scan", "messages_pkey")], scans
+                assert scans[-1].get("Scan Direction") == "Backward"
     finally:
         plan.document_frequencies.clear()
         Message.objects.all().delete()
