@@ -120,15 +120,15 @@ def _walked_in_span(corpus, tsquery: str, params: list, filters: dict, step: pla
     second narrowing (it expected 32 of a common word's 649 matches in a month) and read the month's
     pages through `messages_span_brin`, every page lossy: 933 pages, 15,796 rows rechecked, 12–17 ms,
     where the walk reads 5,554 rows in 2–4 ms."""
-    timed = {k: v for k, v in filters.items() if k.startswith(f"{corpus.time_column}__")}
+    timed = {k: v for k, v in filters.items() if column_of(k) == corpus.time_column}
     inner, inner_params = where_sql("t", {k: v for k, v in filters.items() if k not in timed})
     outer, outer_params = where_sql("w", timed)
-    before = "" if step.before_id is None else "AND t.id < %s "
+    bounds = [step.after_id, *([] if step.before_id is None else [step.before_id])]
+    before = "AND t.id < %s " if len(bounds) > 1 else ""
     return (f"SELECT w.id FROM (SELECT t.id, t.{corpus.time_column} FROM {corpus.table} t WHERE "
             f"t.search_vector @@ {tsquery} AND {inner} AND t.id > %s {before}ORDER BY t.id DESC OFFSET 0) w "
             f"WHERE {outer} LIMIT %s",
-            [*params, *inner_params, step.after_id, *([] if step.before_id is None else [step.before_id]),
-             *outer_params, step.limit])
+            [*params, *inner_params, *bounds, *outer_params, step.limit])
 
 
 def _ids(cursor, corpus, tsquery: str, params: list, filters: dict, limit: int, after_id: int = 0,

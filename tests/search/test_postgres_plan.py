@@ -371,8 +371,7 @@ def test_a_walked_pass_in_a_time_span_walks_the_span_s_ids_and_checks_the_time_o
         filters = {"agent_id": "main", **day}
         with connection.cursor() as cursor:
             low, high = days.span_ids(cursor, "messages", filters)
-        in_day = Message.objects.filter(agent_id="main", created_at__gte=day["created_at__gte"],
-                                        created_at__lt=day["created_at__lt"])
+        in_day = Message.objects.filter(**filters)
         assert Message.objects.filter(id__gte=low, id__lte=high).count() > in_day.count()  # the span is wider
         for word, walked in (("walnut", True), ("quokka", False)):
             with CaptureQueriesContext(connection) as sent:
