@@ -127,6 +127,75 @@ def test_an_index_pass_short_of_a_few_matches_reads_only_the_older_ids_they_shou
     assert floored([]) is None
 
 
+def test_a_walked_pass_over_the_agent_s_rows_walks_a_bounded_window_then_reads_on_from_the_index():
+    step = plan.Pass((("walnut", "harbor"),), 100)
+    sql, params = backend._all(step.words)
+
+    def statements(walk):
+        return backend._windows(search.MESSAGES, sql, params, {"agent_id": "main"}, step, walk, 1_000_000,
+                                walked_first=True)
+
+    # 100 matches expected in the newest 5,000 rows: the walk reads four times that, the ids' count its
+    # LIMIT, so it stops there however rare the phrase turns out to be.
+    walked = statements(5_000.0)
+    first = walked([])
+    assert "ORDER BY t.id DESC LIMIT %s) w WHERE w.search_vector @@" in first[0]
+    assert first[1][-4:] == [980_000, 20_000, "walnut harbor", 100]
+    # 10 found there: the 90 missing should be in 180,000 more ids; the index reads twice that, older.
+    assert walked(list(range(10)))[1][-3:] == [620_000, 980_001, 90]
+    # A walk expecting its matches in 200 rows still reads WALK_FLOOR of them before the index.
+    assert statements(200.0)([])[1][-4:-2] == [1_000_000 - backend.WALK_FLOOR, backend.WALK_FLOOR]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL planner statistics")
+def test_a_phrase_rarer_than_its_words_is_walked_no_further_than_its_bound(ids_given_back):
+    # "walnut" and "harbor" each in 11,000 of 20,000 rows, side by side only in the oldest 2,000: the
+    # phrase is taken as common as its words (100 matches in the newest 182 rows) and is not. Walked
+    # unbounded, the pass read 18,000 rows to find them (at a million rows such walks took 90–160 ms).
+    now = timezone.now()
+    Message.objects.bulk_create([
+        Message(agent_id="main", channel="t", chat_id=str(i % 40), role="user", created_at=now,
+                content="walnut harbor maple" if i < 2_000 else "walnut maple harbor" if i % 2 == 0 else "ridge")
+        for i in range(20_000)], batch_size=2_000)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE messages")
+        plan.document_frequencies.clear()
+        backend.common_lexemes._entries.clear()  # the statistics of these rows, not of an earlier test's
+        filters = {"agent_id": "main"}
+        phrase = list(Message.objects.filter(content__startswith="walnut harbor").order_by("-id")
+                      .values_list("id", flat=True))
+        with CaptureQueriesContext(connection) as sent:
+            found = [hit.id for hit in backend.search(search.MESSAGES, analyse('"walnut harbor"'), filters, 20)]
+        assert found == phrase[:20]
+        walks = [q["sql"] for q in sent if ") w WHERE w.search_vector @@" in q["sql"]]
+        assert len(walks) == 1, [q["sql"] for q in sent]
+
+        step = plan.Pass((("walnut", "harbor"),), plan.PHRASE_LIMIT)
+        max_id = phrase[0] + 18_000
+        sizes = {"walnut": 11_000, "harbor": 11_000}
+        walk = backend._walk_rows(step, sizes, max_id)
+        assert not backend._by_index(step, sizes, max_id, filters)  # taken for a common phrase
+        sql, params = backend._all(step.words)
+        with CaptureQueriesContext(connection) as sent, connection.cursor() as cursor:
+            ids = backend._run(cursor, [(step, backend._windows(search.MESSAGES, sql, params, filters, step, walk,
+                                                                max_id, walked_first=True))])[0]
+        assert ids == phrase[:plan.PHRASE_LIMIT]
+        # The walk: the newest WALK_FLOOR rows one by one, no more; then the index, for the older ids.
+        assert len(sent) == 2
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sent[0]['sql']}")
+            scans = _scans(cursor.fetchone()[0][0]["Plan"])
+        walked = [x for x in scans if x.get("Index Name") == "messages_pkey"]
+        assert [x["Scan Direction"] for x in walked] == ["Backward"], scans
+        assert walked[0]["Actual Rows"] == backend.WALK_FLOOR
+    finally:
+        plan.document_frequencies.clear()
+        backend.common_lexemes._entries.clear()
+        Message.objects.all().delete()
+
+
 def test_an_index_pass_narrows_to_its_pages_by_their_summaries_while_its_window_is_wide_for_its_matches():
     step = plan.Pass((("walnut",),), 80)
     sql, params = backend._all(step.words)
