@@ -20,6 +20,7 @@ from memory.reviewer import review_conversation
 from memory.turns import turn_commit
 from tests.conftest import ROOT, process_env
 from tests.fakeprovider import Reply
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -41,16 +42,6 @@ def stop(cluster, sig=signal.SIGTERM):
         os.killpg(cluster.pid, signal.SIGKILL)
         cluster.wait(timeout=10)
     print((conf.home / "qcluster.log").read_text()[-5000:])
-
-
-def wait_for(predicate, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("timed out")
 
 
 def test_the_cluster_runs_the_review_enqueued_by_a_commit(model):

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.fakeprovider import Reply, provider_config_toml
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.live]
 
@@ -20,13 +21,6 @@ CONV = "/api/v1/agents/main/conversations/telegram:7"
 def rows(server, sql, params=()):
     with sqlite3.connect(server.home / "memory.db", timeout=20) as conn:
         return conn.execute(sql, params).fetchall()
-
-
-def _wait_for(condition, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the condition did not become true"
-        time.sleep(0.05)
 
 
 def test_a_turn_killed_while_the_model_thinks_is_resumed_by_its_retry_and_stored_once(fermix_server, fake_provider):
@@ -44,7 +38,7 @@ def test_a_turn_killed_while_the_model_thinks_is_resumed_by_its_retry_and_stored
 
     sender = threading.Thread(target=send)
     sender.start()
-    _wait_for(lambda: fake_provider.requests)  # the user message is committed: it is stored before the model call
+    wait_for(lambda: fake_provider.requests)  # the user message is committed: it is stored before the model call
     assert rows(server, "SELECT state FROM api_idempotency_records") == [("running",)]
     server.kill()
     sender.join(timeout=30)
