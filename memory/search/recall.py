@@ -112,21 +112,30 @@ def _lexical(corpus: Corpus, text: str, filters: dict, span: dict | None, limit:
 
 
 def _semantic(corpus: Corpus, model, text: str, filters: dict, span: dict | None, limit: int):
-    """The nearest rows inside the span and outside it (with the replies after them), and why semantic
-    recall cannot be trusted (or None)."""
+    """Semantic recall, begun (`semantic.start`: the scope's vectors read, its scores computed on the
+    embedding pool beside the lexical passes); the function returned gives the nearest rows inside the
+    span and outside it (with the replies after them), and why semantic recall cannot be trusted (or
+    None)."""
     kind = Embedding.Kind.MESSAGE if corpus.model is Message else Embedding.Kind.MEMORY
 
     def nearest(found: semantic.Neighbours, scope: dict):
         replies = kind == Embedding.Kind.MESSAGE
         return (with_replies(found.hits, scope, limit) if replies else found.hits), found.degraded
 
-    if span is not None:  # the span's filters pin the same scope: one search, filtered both ways
-        within, rest = semantic.neighbours_each(kind, model, text, [span, filters], limit)
+    # A span's filters pin the same scope as the rest's: one search, filtered both ways.
+    started = semantic.start(kind, model, text, [filters] if span is None else [span, filters], limit,
+                             _embedding_pool)
+
+    def finish():
+        if span is None:
+            hits, degraded = nearest(started()[0], filters)
+            return [], hits, degraded
+        within, rest = started()
         (inside, first), (outside, second) = nearest(within, span), nearest(rest, filters)
         seen = {h.id for h in inside}
         return inside, [h for h in outside if h.id not in seen], first or second
-    hits, degraded = nearest(semantic.neighbours(kind, model, text, filters, limit), filters)
-    return [], hits, degraded
+
+    return finish
 
 
 def _marked(hit: Scored) -> list[str]:
@@ -222,13 +231,19 @@ def recall(corpus: Corpus, *, query: str, filters: dict, limit: int = 20, mode: 
         model = embeddings.embedder()
         if model is None:
             ran, degraded = "lexical", "embeddings_not_configured"
+    finish_semantic = None
     if model is not None:
         model = _Prefetched(model, read.text or query)
+        try:
+            finish_semantic = _semantic(corpus, model, read.text or query, filters, span, limit)
+        except embeddings.EmbeddingError as exc:
+            def finish_semantic(exc=exc):
+                raise exc
     lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, limit) if ran != "semantic" else ([], [])
     semantic_in, semantic_out = [], []
     if ran != "lexical":
         try:
-            semantic_in, semantic_out, degraded = _semantic(corpus, model, read.text or query, filters, span, limit)
+            semantic_in, semantic_out, degraded = finish_semantic()
         except embeddings.EmbeddingError as exc:
             logger.warning("recall ran lexically: %s", exc)
             semantic_in, semantic_out, degraded = [], [], "embeddings_failed"

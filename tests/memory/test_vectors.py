@@ -6,6 +6,8 @@ are in test_embeddings.py, its relevance in bench/recall_eval.py.
 """
 
 import io
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import numpy as np
@@ -27,6 +29,7 @@ from memory.tools import ToolContext, run_tool
 from memory.vectors import embed_pending, pending_counts, queue_embedding
 from tests.fakeprovider import EMBEDDINGS_PATH, provider_config_toml, use_config
 from tests.memory_factories import fact
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 CONV = "telegram:5"
@@ -87,6 +90,27 @@ def test_hybrid_recall_fuses_and_explains(vectors_on):
     assert top["signals"]["why"] == "matched: beagle, rescue"
     semantic_only = [d for d in answer.data if d["signals"]["lexical_rank"] is None and d["context"] is None]
     assert all(d["signals"]["why"] == "similar meaning" for d in semantic_only)
+
+
+def test_semantic_recall_is_begun_without_waiting_for_the_query_s_vector(vectors_on):
+    # recall starts semantic search before its lexical passes: the scope's vectors are read at once, and
+    # the query's vector and the scores are left to a pool, so the passes run while the model answers.
+    first = said("I adopted a beagle from the rescue in Otley", days_ago=3)
+    said("we had pasta for dinner", days_ago=2)
+    embed_pending()
+    model, filters = embeddings.embedder(), {"agent_id": "main"}
+    whole = semantic.neighbours(Embedding.Kind.MESSAGE, model, "beagle rescue", filters, 10)
+    asked = len(vectors_on.requests_for("fake-embed"))
+    gate = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(gate.wait, 30)  # the pool is busy until the gate opens
+        finish = semantic.start(Embedding.Kind.MESSAGE, model, "rescue beagle", [filters], 10, pool)
+        assert len(vectors_on.requests_for("fake-embed")) == asked  # start returned; the vector is not asked
+        gate.set()  # the pool asks for the vector without being waited for
+        wait_for(lambda: len(vectors_on.requests_for("fake-embed")) == asked + 1)
+        found = finish()[0]
+    assert len(vectors_on.requests_for("fake-embed")) == asked + 1
+    assert found.degraded is None and found.hits[0].id == whole.hits[0].id == first.id
 
 
 def test_unembedded_history_makes_hybrid_lexical_and_says_so(vectors_on):
