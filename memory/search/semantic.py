@@ -18,9 +18,10 @@ the cluster for one), without usearch installed `vector_index_unavailable`; reca
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,14 @@ CENTRING = 0.3
 CANDIDATES = 5  # the nearest limit × CANDIDATES vectors are checked against the filters
 PINNED_CANDIDATES = 40  # … × this many for an owner or conversation searched through the agent's index
 MAX_ENTRIES = 256
+# A scope's scores are computed a part at a time on each core, a part of at least SCORE_PART_ROWS rows: the
+# scan is bound by memory and one thread reads about 7 GB/s of the 32 MB of 41,745 rows (4.4 ms; 2.3 ms on
+# two threads); below twice that a second thread costs about what it saves (docs/performance.md).
+SCORE_PART_ROWS = 5_000
+_SCORE_PARTS = max(1, min(os.cpu_count() or 1, 4))
+# The parts after the first: each reads its rows and returns, never waiting on anything, so any thread
+# may hand parts to it (the embedding pool's included) without waiting on itself.
+_score_pool = ThreadPoolExecutor(max_workers=max(1, _SCORE_PARTS - 1), thread_name_prefix="fermix-scores")
 
 
 @dataclass
@@ -382,13 +391,24 @@ def _best(entry: _Entry, vector: np.ndarray, wanted: int) -> list[tuple[int, flo
 
 def _scores(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """Each float16 row's dot product with `vector`, in float32. numkong multiplies the float16 values with
-    the CPU's SIMD and sums in float32, without a float32 copy of the matrix: 2.2 ms for the 41,745 rows of
-    the largest conversation at a million messages, where usearch's exact search took 6.1 ms and a float32
-    copy 22 ms. Without numkong (it comes with usearch), block by block in float32."""
-    if numkong is not None:
-        query = np.asarray(vector, dtype=np.float16)[None, :]
-        return np.asarray(numkong.cdist(matrix, query, metric="dot", out_dtype="float32")).ravel()
-    return matrix.astype(np.float32) @ vector if len(matrix) <= 20_000 else _chunked(matrix, vector)
+    the CPU's SIMD and sums in float32, without a float32 copy of the matrix, and outside Python's lock: 2.2
+    ms for the 41,745 rows of the largest conversation at a million messages on one core of an Intel Xeon,
+    where usearch's exact search took 6.1 ms and a float32 copy 22 ms. A large matrix is scored in parts,
+    one on this thread and the others on `_score_pool` (`SCORE_PART_ROWS`). Without numkong (it comes with
+    usearch), block by block in float32."""
+    if numkong is None:
+        return matrix.astype(np.float32) @ vector if len(matrix) <= 20_000 else _chunked(matrix, vector)
+    query = np.asarray(vector, dtype=np.float16)[None, :]
+    parts = max(1, min(_SCORE_PARTS, len(matrix) // SCORE_PART_ROWS))
+    if parts == 1:
+        return _dot(matrix, query)
+    step = -(-len(matrix) // parts)
+    later = [_score_pool.submit(_dot, matrix[i:i + step], query) for i in range(step, len(matrix), step)]
+    return np.concatenate([_dot(matrix[:step], query), *(part.result() for part in later)])
+
+
+def _dot(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    return np.asarray(numkong.cdist(matrix, query, metric="dot", out_dtype="float32")).ravel()
 
 
 def _passing(kind: str, candidates: list[tuple[int, float]], filters: dict, limit: int) -> list[Scored]:

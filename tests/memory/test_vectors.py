@@ -336,3 +336,18 @@ def test_exact_scores_are_the_float32_dot_products_of_the_float16_rows_and_the_b
     # Without numkong, numpy's float32 products give the same order.
     monkeypatch.setattr(semantic, "numkong", None)
     assert [pk for pk, _ in semantic._best(entry, vector, 50)] == [pk for pk, _ in best]
+
+
+@pytest.mark.skipif(semantic.numkong is None, reason="numkong is not installed (it comes with usearch)")
+@pytest.mark.parametrize("rows", [9_999, 10_000, 20_011])
+def test_a_large_scope_is_scored_in_parts_on_several_threads_with_the_same_scores(monkeypatch, rows):
+    rng = np.random.default_rng(rows)
+    matrix = rng.standard_normal((rows, 64)).astype(np.float16)
+    vector = rng.standard_normal(64).astype(np.float32)
+    whole = semantic._dot(matrix, vector.astype(np.float16)[None, :])
+    monkeypatch.setattr(semantic, "_SCORE_PARTS", 3)  # as on a machine of three cores or more
+    parted = semantic._scores(matrix, vector)
+    assert parted.shape == (rows,)
+    np.testing.assert_array_equal(parted, whole)  # each row's product is the same, in the same place
+    if rows >= 2 * semantic.SCORE_PART_ROWS:
+        assert any(t.name.startswith("fermix-scores") for t in threading.enumerate())
