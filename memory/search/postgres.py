@@ -370,6 +370,10 @@ class _CommonValues:
             entry = self._entries[key] = (time.monotonic() + plan.CACHE_SECONDS, shares, least)
         return entry[1], entry[2]
 
+    def clear(self) -> None:
+        """Forget the statistics read: the next `get` reads them again (after an ANALYZE)."""
+        self._entries.clear()
+
 
 common_lexemes = _CommonValues("search_vector", elements=True)
 common_owners = _CommonValues("owner_id")

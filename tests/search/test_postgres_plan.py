@@ -162,7 +162,7 @@ def test_a_phrase_rarer_than_its_words_is_walked_no_further_than_its_bound(ids_g
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE messages")
         plan.document_frequencies.clear()
-        backend.common_lexemes._entries.clear()  # the statistics of these rows, not of an earlier test's
+        backend.common_lexemes.clear()  # the statistics of these rows, not of an earlier test's
         filters = {"agent_id": "main"}
         phrase = list(Message.objects.filter(content__startswith="walnut harbor").order_by("-id")
                       .values_list("id", flat=True))
@@ -192,7 +192,7 @@ def test_a_phrase_rarer_than_its_words_is_walked_no_further_than_its_bound(ids_g
         assert walked[0]["Actual Rows"] == backend.WALK_FLOOR
     finally:
         plan.document_frequencies.clear()
-        backend.common_lexemes._entries.clear()
+        backend.common_lexemes.clear()
         Message.objects.all().delete()
 
 
@@ -263,7 +263,7 @@ def test_document_frequencies_come_from_statistics_for_common_words_and_are_coun
         _check_frequencies()
     finally:
         plan.document_frequencies.clear()
-        backend.common_lexemes._entries.clear()
+        backend.common_lexemes.clear()
         with connection.cursor() as cursor:
             cursor.execute("ALTER TABLE messages ALTER COLUMN search_vector SET STATISTICS -1")
         Message.objects.all().delete()
@@ -278,7 +278,7 @@ def _check_frequencies():
         cursor.execute("SELECT max(id) FROM messages")
         max_id = cursor.fetchone()[0]
         plan.document_frequencies.clear()
-        backend.common_lexemes._entries.clear()
+        backend.common_lexemes.clear()
         shares, _ = backend.common_lexemes.get(cursor, "messages")
         assert shares["walnut"] == pytest.approx(1.0) and "quartz" not in shares
         _, df, _ = backend._document_frequencies(cursor, search.MESSAGES, analyse("walnut zebra quartz"))
@@ -348,7 +348,7 @@ def test_an_owner_s_pass_is_read_by_the_size_the_statistics_know_for_the_owner(i
     try:
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE messages")
-        backend.common_owners._entries.clear()
+        backend.common_owners.clear()
         plan.document_frequencies.clear()
         # "big": an owner of most rows is searched as the agent is, newest ids first, its filter outside
         # the window: the heap hands over the newest of the word's matches (160 for a pass of 80), not
@@ -373,7 +373,7 @@ def test_an_owner_s_pass_is_read_by_the_size_the_statistics_know_for_the_owner(i
             read = (fence or [s for s in scans if s["Node Type"] == "Bitmap Heap Scan"])[0]["Actual Rows"]
             assert (read < matches / 2) if windowed else (read == (matches if fenced else len(expected))), (owner, read)
     finally:
-        backend.common_owners._entries.clear()
+        backend.common_owners.clear()
         plan.document_frequencies.clear()
         Message.objects.all().delete()
 
