@@ -25,17 +25,21 @@ run: $(VENV)/.installed
 	exec $(PY) manage.py serve
 
 # The whole suite on SQLite, then again on PostgreSQL (the browser and live-server tests only once: they
-# test pages and the server, each on its own SQLite FERMIX_HOME).
+# test pages and the server, each on its own SQLite FERMIX_HOME). TEST_WORKERS pytest processes share the
+# tests a file at a time (a file's tests share their fixtures and run in order); 0 runs them in this one.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+
 test: $(VENV)/.dev-installed
 	bash scripts/test-setup.sh
-	$(PY) -m pytest
-	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "not browser and not live"
+	$(PYTEST)
+	DATABASE_URL=$(POSTGRES_URL) $(PYTEST) -m "not browser and not live"
 
 test-sqlite: $(VENV)/.dev-installed
-	$(PY) -m pytest
+	$(PYTEST)
 
 test-postgres: $(VENV)/.dev-installed
-	DATABASE_URL=$(POSTGRES_URL) $(PY) -m pytest -m "not browser and not live"
+	DATABASE_URL=$(POSTGRES_URL) $(PYTEST) -m "not browser and not live"
 
 # BENCH_SIZE=full for 1M messages / 100k memory rows; BENCH_ARGS="--reuse DIR --only a,b" to narrow.
 bench: $(VENV)/.dev-installed
