@@ -7,16 +7,14 @@ disturbs nothing else) and the fake model provider on loopback. The story: a bot
 through node A, the review runs wherever the cluster runs it, node B's prompt and mirror show the fact;
 a rollback through B shows on A; a hand edit of SOUL.md on B is recorded once; SIGKILL of node A under
 load loses no acknowledged message; Redis stopped and started again: requests keep working and the
-review asked for meanwhile runs.
+review asked for meanwhile runs; `systemctl stop` ends each node on its stop signal, with nothing left.
 """
 
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -28,10 +26,12 @@ from django.conf import settings
 
 from memory.models import Message, ReviewRun
 from resources.models import ResourceRevision
+from tests import units
 from tests.api.model_script import Script
 from tests.api.test_story import reviewer, wait_for
 from tests.conftest import ROOT, process_env, run_manage
 from tests.fakeprovider import provider_config_toml, unused_port, use_config
+from tests.units import DEPLOY, unit_command, unit_environment
 
 if "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
     pytest.skip("several nodes share PostgreSQL: this test runs in the PostgreSQL pass of `make test`",
@@ -39,25 +39,10 @@ if "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-DEPLOY = ROOT / "deploy"
 CONV = "/agents/main/conversations/telegram:77"
 HEARTBEAT_S = 2  # [fermix_core.mirrors] interval_s on every node of this test
 # A bound for a broken run only: a few heartbeats and a review on a loaded machine.
 SOON = HEARTBEAT_S * 5 + 60
-
-
-def unit_command(name: str) -> list[str]:
-    """The unit's ExecStart, with the install paths of deploy/ turned into this checkout's."""
-    text = (DEPLOY / name).read_text()
-    line = re.search(r"^ExecStart=(.+)$", text, re.M).group(1)
-    argv = shlex.split(line)
-    assert argv[0] == "/opt/fermix/.venv/bin/python" and argv[1] == "/opt/fermix/manage.py", argv
-    return [sys.executable, str(ROOT / "manage.py"), *argv[2:]]
-
-
-def unit_environment(name: str) -> dict:
-    text = (DEPLOY / name).read_text()
-    return dict(line.split("=", 1) for line in re.findall(r"^Environment=(.+)$", text, re.M))
 
 
 def env_file() -> dict:
@@ -115,14 +100,9 @@ class Node:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def stop(self):
-        if self.alive():
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+    def stop(self) -> units.Stopped | None:
+        """As `systemctl stop` stops the node's unit."""
+        return units.stop(self.process, self.unit) if self.alive() else None
 
     def kill(self):
         os.killpg(self.process.pid, signal.SIGKILL)  # serve, gunicorn and its workers, the cluster
@@ -287,3 +267,9 @@ def test_two_web_nodes_and_a_worker_share_only_the_database_and_redis(cluster):
     redis.start()
     wait_for("the review asked for while Redis was down", lambda: reviews_finished() > before, timeout=SOON * 2)
     assert c.alive() and b.alive()
+
+    # `systemctl stop`: each node ends on its stop signal, within its unit's time, leaving no process behind.
+    for node in (b, c):
+        stopped = node.stop()
+        assert not stopped.timed_out and stopped.left == [], (node.name, stopped, node.log.read_text()[-3000:])
+        assert "did not stop" not in node.log.read_text(), node.name

@@ -48,3 +48,4 @@ def test_a_cluster_that_does_not_stop_in_time_is_killed_with_every_process_it_st
     while any(_alive(pid) for pid in cluster) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert [pid for pid in cluster if _alive(pid)] == []
+    assert "the task cluster did not stop within" in server.log_text()  # and serve says so

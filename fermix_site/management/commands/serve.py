@@ -111,12 +111,14 @@ class Command(BaseCommand):
                 if child.poll() is None:
                     child.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + GRACEFUL_S + 5  # the web server's own graceful stop first
-            for child in children:
+            for name, child in zip(names, children, strict=True):
                 try:
                     child.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     kill_tree(child.pid)
                     child.wait()
+                    self.stderr.write(f"the {name} did not stop within {GRACEFUL_S + 5} s of the stop signal: "
+                                      "killed with every process it started")
         failed = [name for name, child in zip(names, children, strict=True) if child.returncode not in (0, -15)]
         if not stopping and failed:
             raise CommandError(f"the {' and the '.join(failed)} stopped unexpectedly; see the log above")
