@@ -31,7 +31,6 @@ from tests.api.model_script import Script
 from tests.api.test_story import reviewer, wait_for
 from tests.conftest import ROOT, process_env, run_manage
 from tests.fakeprovider import provider_config_toml, unused_port, use_config
-from tests.units import DEPLOY, unit_command, unit_environment
 
 if "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
     pytest.skip("several nodes share PostgreSQL: this test runs in the PostgreSQL pass of `make test`",
@@ -46,7 +45,7 @@ SOON = HEARTBEAT_S * 5 + 60
 
 
 def env_file() -> dict:
-    lines = (DEPLOY / "fermix.env").read_text().splitlines()
+    lines = (units.DEPLOY / "fermix.env").read_text().splitlines()
     return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
 
 
@@ -54,7 +53,7 @@ def proxy_headers() -> dict:
     """What deploy/nginx.conf sets on every request it passes to a node, for a client on https."""
     values = {"$host": "127.0.0.1", "$scheme": "https", "$proxy_add_x_forwarded_for": "203.0.113.9"}
     headers = {}
-    for name, value in re.findall(r"proxy_set_header\s+(\S+)\s+(\S+);", (DEPLOY / "nginx.conf").read_text()):
+    for name, value in re.findall(r"proxy_set_header\s+(\S+)\s+(\S+);", (units.DEPLOY / "nginx.conf").read_text()):
         value = value.strip('"')
         if value:
             headers[name] = values.get(value, value)
@@ -94,8 +93,8 @@ class Node:
         return f"http://127.0.0.1:{self.env['FERMIX_PORT']}"
 
     def start(self):
-        self.process = subprocess.Popen(unit_command(self.unit), cwd=ROOT, env=self.env, stdout=self.log.open("w"),
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(units.unit_command(self.unit), cwd=ROOT, env=self.env,
+                                        stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -146,7 +145,7 @@ def cluster(home, fake_provider, tmp_path):
             node_home = tmp_path / f"node-{name}"
             node_home.mkdir()
             (node_home / "config.toml").write_text(config)
-            env = {**shared, **unit_environment(unit), "FERMIX_HOME": str(node_home), "FERMIX_NODE_NAME": name,
+            env = {**shared, **units.unit_environment(unit), "FERMIX_HOME": str(node_home), "FERMIX_NODE_NAME": name,
                    "FERMIX_PORT": str(unused_port()), "FERMIX_WEB_WORKERS": "1", "FERMIX_WORKERS": "1"}
             env = {k: str(v) for k, v in env.items()}
             nodes.append(Node(name, node_home, env, unit))

@@ -55,7 +55,7 @@ def _healthy(port) -> bool:
 
 
 @pytest.mark.parametrize("name", ["fermix-worker.service", "fermix-web.service"])
-def test_a_unit_stops_on_its_stop_signal_in_time_with_nothing_left(name, home, tmp_path):
+def test_a_unit_stops_on_its_stop_signal_in_time_with_nothing_left(name, home):
     process, env, log = _started(name, home.home)
     try:
         if name == "fermix-web.service":
