@@ -95,6 +95,7 @@ class LocalCache:
 
 
 _all_caches: list[LocalCache] = []
+_other_clears: list[Callable[[], None]] = []
 
 
 def local_cache(max_entries: int = 2048) -> LocalCache:
@@ -103,7 +104,17 @@ def local_cache(max_entries: int = 2048) -> LocalCache:
     return cache
 
 
+def also_clear(clear: Callable[[], None]) -> Callable[[], None]:
+    """Have `clear_all` call `clear` too: the emptying of a process-local cache kept valid some other way
+    than by these counters (the highest id it read, a generation and a row count), which a rolled-back or
+    swapped database can fool as it fools a counter. Returns `clear`, so it can decorate it."""
+    _other_clears.append(clear)
+    return clear
+
+
 def clear_all() -> None:
     """Empty every local cache of this process (tests, and after a database swap)."""
     for cache in _all_caches:
         cache.clear()
+    for clear in _other_clears:
+        clear()

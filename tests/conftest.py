@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def _fresh_local_caches():
-    # Test transactions roll back generation counters; a cache entry from an earlier test could
-    # then match a reused number. Production only caches committed generations.
+    # Test transactions roll back generation counters and reuse ids; a cache entry from an earlier test
+    # (a generation, the highest id it read) could then match. Production only caches committed rows.
     generations.clear_all()
     yield
     generations.clear_all()

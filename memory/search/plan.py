@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from fermix_site import generations
 from memory.search.text import Query, Term, stem
 
 DF_PROBE = 1000
@@ -161,6 +162,7 @@ class DocumentFrequencies:
 
 
 document_frequencies = DocumentFrequencies()
+generations.also_clear(document_frequencies.clear)
 
 
 def collect(plan: list[Pass], run, budget: int = CANDIDATE_BUDGET, *, batched: bool = False) -> tuple[list[int], bool]:

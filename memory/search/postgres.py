@@ -50,6 +50,7 @@ from collections.abc import Callable
 from django.db import connection
 from django.utils import timezone
 
+from fermix_site import generations
 from memory import days
 from memory.search import plan, rank
 from memory.search.filters import column_of, where_sql
@@ -350,6 +351,7 @@ class _CommonValues:
     def __init__(self, column: str, elements: bool = False):
         self.column, self.elements = column, elements
         self._entries: dict[tuple[str, str], tuple[float, dict[str, float], float]] = {}
+        generations.also_clear(self.clear)
 
     def get(self, cursor, table: str) -> tuple[dict[str, float], float]:
         key = (connection.alias, table)

@@ -184,6 +184,7 @@ def _without_removed(entry: _Entry, model_id: str, kind: str, scope: dict, after
                   entry.total - removed, entry.keys[kept])
 
 
+@generations.also_clear
 def clear() -> None:
     with _lock:
         _cache.clear()
