@@ -185,9 +185,11 @@ def current_vectors(keys: list[int]) -> list[tuple[int, int, bytes]]:
 
 
 def clear() -> None:
+    """Forget what this process opened, refused and asked for, as a new process starts."""
     with _lock:
         _opened.clear()
         _refused.clear()
+        _queued.clear()
 
 
 # --- building --------------------------------------------------------------------------------------------

@@ -153,6 +153,18 @@ def test_without_an_index_on_this_node_recall_says_it_is_being_built_and_asks_fo
     assert recall("beagle walk park", mode="hybrid").meta["mode"] == "hybrid"
 
 
+def test_a_process_asks_for_an_index_once_a_minute_and_a_new_process_asks_again(large):
+    history(60)
+    embed_pending()
+    queued = OrmQ.objects.count()
+    for _ in range(3):
+        assert recall("beagle walk park", mode="hybrid").meta["degraded"] == "vector_index_building"
+    assert OrmQ.objects.count() == queued + 1
+    semantic.clear()  # what a new process holds (as each test starts)
+    recall("beagle walk park", mode="hybrid")
+    assert OrmQ.objects.count() == queued + 2
+
+
 def test_a_small_scope_stays_exact_and_builds_no_index(large):
     history(30)
     embed_pending()
