@@ -27,7 +27,7 @@ run: $(VENV)/.installed
 # The whole suite on SQLite, then again on PostgreSQL (the browser and live-server tests only once: they
 # test pages and the server, each on its own SQLite FERMIX_HOME). The tests are shared among TEST_WORKERS
 # pytest processes, a file at a time (docs/reliability.md); TEST_WORKERS=0 runs them in this one.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test: $(VENV)/.dev-installed
