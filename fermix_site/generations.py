@@ -94,13 +94,12 @@ class LocalCache:
         return value
 
 
-_all_caches: list[LocalCache] = []
-_other_clears: list[Callable[[], None]] = []
+_clears: list[Callable[[], None]] = []  # how to empty each local cache of this process
 
 
 def local_cache(max_entries: int = 2048) -> LocalCache:
     cache = LocalCache(max_entries)
-    _all_caches.append(cache)
+    _clears.append(cache.clear)
     return cache
 
 
@@ -108,13 +107,11 @@ def also_clear(clear: Callable[[], None]) -> Callable[[], None]:
     """Have `clear_all` call `clear` too: the emptying of a process-local cache kept valid some other way
     than by these counters (the highest id it read, a generation and a row count), which a rolled-back or
     swapped database can fool as it fools a counter. Returns `clear`, so it can decorate it."""
-    _other_clears.append(clear)
+    _clears.append(clear)
     return clear
 
 
 def clear_all() -> None:
     """Empty every local cache of this process (tests, and after a database swap)."""
-    for cache in _all_caches:
-        cache.clear()
-    for clear in _other_clears:
+    for clear in _clears:
         clear()
