@@ -67,8 +67,9 @@ def _fallback(corpus: Corpus, query: Query, filters: dict, limit: int) -> list[S
     return [Scored(row.pk, 0.0, "") for row in rows]
 
 
-def lexical_hits(corpus: Corpus, query, filters: dict, limit: int) -> list[Scored]:
-    """The lexical ranking of `query` (with the replies after the best message hits), best first."""
+def lexical_hits(corpus: Corpus, query, filters: dict, limit: int, *, cut: list[Scored] | None = None) -> list[Scored]:
+    """The lexical ranking of `query` (with the replies after the best message hits), best first; `cut` as
+    in `with_replies`."""
     limit = max(1, min(int(limit), MAX_LIMIT))
     _check_filters(corpus, filters)
     parsed = analyse(query if isinstance(query, str) else str(query or ""))
@@ -77,7 +78,7 @@ def lexical_hits(corpus: Corpus, query, filters: dict, limit: int) -> list[Score
     backend = BACKENDS.get(connection.vendor)
     hits = backend.search(corpus, parsed, filters, limit) if backend else _fallback(corpus, parsed, filters, limit)
     if corpus is MESSAGES:
-        hits = with_replies(hits, filters, limit)
+        hits = with_replies(hits, filters, limit, cut=cut)
     return hits
 
 
@@ -158,20 +159,29 @@ def any_after(table: str, after_id: int, filters: dict) -> bool:
         return cursor.fetchone() is not None
 
 
-def with_replies(hits: list[Scored], filters: dict, limit: int) -> list[Scored]:
+def with_replies(hits: list[Scored], filters: dict, limit: int, *, cut: list[Scored] | None = None) -> list[Scored]:
+    """`hits` with the next messages after the best FOLLOWED of them, best first, the first `limit`. `cut`,
+    when given, receives the replies that did not make the first `limit` (each a `Scored` with its hit and
+    share), so that a fusion can still place them after their hit (`memory.search.recall.fuse`)."""
     scores = {h.id: h for h in hits}
     top = hits[:FOLLOWED]
     if not top:
         return hits
     following = postgres.following if connection.vendor == "postgresql" else _following
     replies = following([h.id for h in top], filters, len(FOLLOW_SHARES))
+    added = []
     for hit in top:
         for (reply_id, content), share in zip(replies.get(hit.id, []), FOLLOW_SHARES, strict=False):
-            score = hit.score * share
-            if reply_id not in scores or scores[reply_id].score < score:
-                scores[reply_id] = Scored(reply_id, score, rank.snippet(content, set(), {}), reply_to=hit.id,
-                                          share=share)
-    return sorted(scores.values(), key=lambda h: (-h.score, -h.id))[:limit]
+            reply = Scored(reply_id, hit.score * share, rank.snippet(content, set(), {}), reply_to=hit.id,
+                           share=share)
+            added.append(reply)
+            if reply_id not in scores or scores[reply_id].score < reply.score:
+                scores[reply_id] = reply
+    ranked = sorted(scores.values(), key=lambda h: (-h.score, -h.id))[:limit]
+    if cut is not None:
+        kept = {h.id for h in ranked}
+        cut.extend(reply for reply in added if reply.id not in kept)
+    return ranked
 
 
 def search_memories(*, query: str, filters: dict, limit: int = 20) -> list[Memory]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.db import connection
@@ -98,29 +98,32 @@ def _listing(corpus: Corpus, filters: dict, limit: int) -> list[Scored]:
         return [Scored(pk, 0.0, "") for (pk,) in cursor.fetchall()]
 
 
-def _lexical(corpus: Corpus, text: str, filters: dict, span: dict | None, limit: int) -> tuple[list, list]:
-    """The lexical ranking inside the query's time span (`span`: the filters bounded by it) and outside it."""
+def _lexical(corpus: Corpus, text: str, filters: dict, span: dict | None, limit: int,
+             cut: list[Scored] | None = None) -> tuple[list, list]:
+    """The lexical ranking inside the query's time span (`span`: the filters bounded by it) and outside it;
+    `cut` receives the replies the lists left out (`with_replies`)."""
     if span is None:
-        return [], lexical_hits(corpus, text, filters, limit)
+        return [], lexical_hits(corpus, text, filters, limit, cut=cut)
     has_words = bool(analyse(text))
     # No match inside the span (or no words besides the time): what was said then, in order.
-    inside = (lexical_hits(corpus, text, span, limit) if has_words else []) or _listing(corpus, span, limit)
+    inside = (lexical_hits(corpus, text, span, limit, cut=cut) if has_words else []) or _listing(corpus, span, limit)
     seen = {h.id for h in inside}
     if not has_words or len(seen) >= limit:  # the span's rows fill the answer: the rest would never show
         return inside, []
-    return inside, [h for h in lexical_hits(corpus, text, filters, limit) if h.id not in seen]
+    return inside, [h for h in lexical_hits(corpus, text, filters, limit, cut=cut) if h.id not in seen]
 
 
-def _semantic(corpus: Corpus, model, text: str, filters: dict, span: dict | None, limit: int):
+def _semantic(corpus: Corpus, model, text: str, filters: dict, span: dict | None, limit: int,
+              cut: list[Scored] | None = None):
     """Semantic recall, begun (`semantic.start`: the scope's vectors read, its scores computed on the
     embedding pool beside the lexical passes); the function returned gives the nearest rows inside the
-    span and outside it (with the replies after them), and why semantic recall cannot be trusted (or
-    None)."""
+    span and outside it (with the replies after them; `cut` receives those the lists left out), and why
+    semantic recall cannot be trusted (or None)."""
     kind = Embedding.Kind.MESSAGE if corpus.model is Message else Embedding.Kind.MEMORY
 
     def nearest(found: semantic.Neighbours, scope: dict):
         replies = kind == Embedding.Kind.MESSAGE
-        return (with_replies(found.hits, scope, limit) if replies else found.hits), found.degraded
+        return (with_replies(found.hits, scope, limit, cut=cut) if replies else found.hits), found.degraded
 
     # A span's filters pin the same scope as the rest's: one search, filtered both ways.
     started = semantic.start(kind, model, text, [filters] if span is None else [span, filters], limit,
@@ -160,11 +163,12 @@ def lexical_ranks(lexical: list[Scored]) -> dict[int, int]:
 
 
 def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int, *,
-         covering: bool = True) -> list[tuple[Scored, float]]:
+         covering: bool = True, cut: list[Scored] = ()) -> list[tuple[Scored, float]]:
     """One ranking from two, by weighted reciprocal rank: W_LEXICAL / (RRF_K + rank) + W_SEMANTIC / (RRF_K +
     rank), the lexical ranks by `lexical_ranks` when `covering` (else the list's places); a reply stands at
     least its share (`memory.search.FOLLOW_SHARES`) of the row it answers, so the next message stays above
-    the one after it. Returns (hit, fused score), best first."""
+    the one after it, and so does a reply in one list that the other's reply rule found and cut (`cut`).
+    Returns (hit, fused score), best first."""
     scores: dict[int, float] = {}
     hits: dict[int, Scored] = {}
     ranks = lexical_ranks(lexical) if covering else {}
@@ -178,6 +182,15 @@ def fuse(lexical: list[Scored], semantic_hits: list[Scored], limit: int, *,
     for hit in hits.values():  # a reply stands at least its share of what it answers, as in its own list
         if hit.reply_to is not None and hit.reply_to in scores:
             scores[hit.id] = max(scores[hit.id], hit.share * scores[hit.reply_to])
+    # A list's replies fall below its `limit` fast where its scores are close together (a share of a
+    # neighbour's cosine). Where the other list brought the same row as a reply, the relation still holds:
+    # the row stands at least its share of that hit's fused score too, and says so.
+    for reply in cut:
+        hit = hits.get(reply.id)
+        if hit is not None and hit.reply_to is not None and reply.reply_to in scores:
+            floor = reply.share * scores[reply.reply_to]
+            if floor > scores[reply.id]:
+                scores[reply.id], hits[reply.id] = floor, replace(hit, reply_to=reply.reply_to, share=reply.share)
     ranked = sorted(scores, key=lambda i: (-scores[i], -i))
     return [(hits[i], scores[i]) for i in ranked][:limit]
 
@@ -231,15 +244,15 @@ def recall(corpus: Corpus, *, query: str, filters: dict, limit: int = 20, mode: 
         model = embeddings.embedder()
         if model is None:
             ran, degraded = "lexical", "embeddings_not_configured"
-    finish_semantic = None
+    finish_semantic, cut = None, []  # the replies the lists' cuts left out, for the fusion
     if model is not None:
         model = _Prefetched(model, read.text or query)
         try:
-            finish_semantic = _semantic(corpus, model, read.text or query, filters, span, limit)
+            finish_semantic = _semantic(corpus, model, read.text or query, filters, span, limit, cut)
         except embeddings.EmbeddingError as exc:
             def finish_semantic(exc=exc):
                 raise exc
-    lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, limit) if ran != "semantic" else ([], [])
+    lexical_in, lexical_out = _lexical(corpus, read.text, filters, span, limit, cut) if ran != "semantic" else ([], [])
     semantic_in, semantic_out = [], []
     if ran != "lexical":
         try:
@@ -253,8 +266,9 @@ def recall(corpus: Corpus, *, query: str, filters: dict, limit: int = 20, mode: 
             ran, semantic_in, semantic_out = "lexical", [], []
     # Lexical recall keeps its ranker's order (and shows its score); the word coverage is the fusion's.
     covering = ran == "hybrid"
-    ranked = fuse(lexical_in, semantic_in, limit, covering=covering) + fuse(lexical_out, semantic_out, limit,
-                                                                              covering=covering)
+    cut = cut if ran == "hybrid" else []  # only a fusion of both lists has another list to bring a cut reply
+    ranked = (fuse(lexical_in, semantic_in, limit, covering=covering, cut=cut)
+              + fuse(lexical_out, semantic_out, limit, covering=covering, cut=cut))
     seen, ordered = set(), []
     for hit, score in ranked:
         if hit.id not in seen:

@@ -52,3 +52,27 @@ def test_the_next_message_after_a_match_stays_above_the_one_after_it(covering):
     assert fused[20] > fused[21]
     assert fused[20] == pytest.approx(next_one * fused[1])
     assert fused[21] == pytest.approx(after_it * fused[1])
+
+
+def test_a_reply_one_list_cut_still_follows_its_hit_where_the_other_list_brought_it():
+    # "what is Rui planning to do with the grandchildren?": the message about the grandchildren (1) is the
+    # meaning's 3rd neighbour and well up the fused ranking; the answer (20), two messages after it, fell
+    # below the meaning list's last place, and the words brought it only as the reply to the assistant's
+    # question (9, far down).
+    next_one, after_it = FOLLOW_SHARES
+    lexical = [*(match(i, "Rui") for i in range(2, 8)), match(1, "grandchildren"), match(9, "planning"),
+               match(20, reply_to=9, share=next_one)]
+    semantic = [Scored(100, 0.5, ""), Scored(101, 0.5, ""), Scored(1, 0.5, ""),
+                *(Scored(102 + i, 0.5, "") for i in range(7))]
+    cut = [Scored(9, 0.3, "", reply_to=1, share=next_one), Scored(20, 0.2, "", reply_to=1, share=after_it)]
+    without = dict((hit.id, score) for hit, score in fuse(lexical, semantic, 30))
+    fused = {hit.id: (hit, score) for hit, score in fuse(lexical, semantic, 30, cut=cut)}
+    assert without[20] < after_it * without[1]
+    reply, score = fused[20]
+    assert score == pytest.approx(after_it * fused[1][1])
+    assert (reply.reply_to, reply.share) == (1, after_it)  # explained by the hit its place comes from
+    # The assistant's question matched a word of its own: it keeps its place as a match.
+    assert fused[9][0].reply_to is None and fused[9][1] == without[9]
+    # A reply whose hit is in neither list, or that neither list brought, changes nothing.
+    stray = [Scored(20, 0.2, "", reply_to=555, share=after_it), Scored(556, 0.2, "", reply_to=1, share=next_one)]
+    assert dict((hit.id, score) for hit, score in fuse(lexical, semantic, 30, cut=stray)) == without

@@ -10,6 +10,7 @@ from django.utils import timezone
 from memory import search
 from memory.models import Message
 from memory.search import postgres
+from memory.search.rank import Scored
 
 pytestmark = pytest.mark.django_db
 
@@ -55,3 +56,17 @@ def test_equal_times_are_told_apart_by_id_and_a_missing_hit_has_none(talk):
     replies = following([hit.id, 10**9], {"agent_id": "main"}, 3)
     assert replies.get(10**9, []) == []
     assert [r for r, _ in replies[hit.id]] == [talk[7].id, talk[10].id, talk[13].id]  # not talk[1], said before
+
+
+def test_the_replies_the_cut_left_out_are_handed_back_with_their_hit_and_share(talk):
+    # talk[0], talk[3], talk[6] … are one conversation: talk[3] the next message after talk[0].
+    hits = [Scored(talk[i].id, score, "") for i, score in ((0, 10.0), (30, 9.8), (60, 9.6), (90, 9.5))]
+    cut = []
+    kept = search.with_replies(hits, {"agent_id": "main"}, 5, cut=cut)
+    kept_ids = {h.id for h in kept}
+    assert len(kept) == 5 and {h.id for h in hits} <= kept_ids
+    added = {(r.id, r.reply_to, r.share) for r in kept + cut if r.reply_to is not None}
+    shares = dict(zip((0, 1), search.FOLLOW_SHARES, strict=True))
+    assert added == {(talk[i + 3 * (n + 1)].id, talk[i].id, shares[n]) for i in (0, 30, 60, 90) for n in (0, 1)}
+    assert {r.id for r in cut}.isdisjoint(kept_ids) and len(cut) == 8 - 1
+    assert search.with_replies(hits, {"agent_id": "main"}, 5) == kept  # without `cut`, the same list
