@@ -7,9 +7,10 @@
   forget the owner's rows. A refusal with the expected code counts as expected; anything else (a guest
   write in the owner's scope, a refusal with another code) is a violation.
 - An operator: reviews, prompts, USER.md history and rollbacks.
-- Faults (CONTRACT-level, issue item 2): 50 connections that send half a request and then nothing, held
-  for the whole run (reopened when the server drops one), and turns against a model that answers after
-  5 s. A probe reads /healthz twice a second; any request slower than its kind's limit is a stall.
+- Faults (the slow clients and slow models of the contract): 50 connections that send half a request and
+  then nothing, held for the whole run (reopened when the server drops one), and turns against a model
+  that answers after 5 s. A probe reads /healthz twice a second; any request slower than its kind's limit
+  is a stall.
 """
 
 from __future__ import annotations
