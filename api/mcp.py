@@ -37,6 +37,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 
+from api import boundary
 from api.auth import ApiKeyAuth, Principal
 from api.errors import ApiError, error_response, status_of
 from memory.conversations import ConversationError
@@ -263,3 +264,6 @@ def endpoint(request):
         if name.lower() != b"content-length":
             response[name.decode("latin-1")] = value.decode("latin-1")
     return response
+
+
+view = boundary.guarded(endpoint)
