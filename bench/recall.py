@@ -21,7 +21,10 @@ embeds the evaluation's conversation with the real model, builds the agents' app
 
 The classes: a rare word, a common word, several words, a question, a quoted phrase, and a dated question
 ("what did she say about <two of its words> in <the month it was written>?"), whose month becomes a time
-span recall has to search within (`memory.days`).
+span recall has to search within (`memory.days`). Before them, each scope's first query in the process
+(the row `first of a scope`: the sampled message's second rarest word) reads the scope's vectors, so that
+the classes are timed warm and the cost of a scope's first question is shown on its own; the goal table
+gives both against the budget.
 
 For each class the same query also runs as the plain baseline (SQLite: FTS5 `MATCH` of every word OR-ed,
 `ORDER BY bm25 LIMIT 20` joined to the scope; PostgreSQL: `@@` of every word OR-ed, `ORDER BY ts_rank_cd
@@ -308,6 +311,11 @@ def build_vector_indexes() -> None:
 # --- queries ------------------------------------------------------------------------------------------
 
 
+# Each scope's first query in the process reads its vectors (from the node's files, or the database the first
+# time on a node): a row of its own, asked before the classes, so that they are timed warm.
+FIRST = "first of a scope"
+
+
 def query_classes(world: World, sample: list[tuple], repeat: int) -> dict[str, list[str]]:
     """Query texts per class, built from sampled messages so they find something."""
     from memory.search.text import STOP_WORDS
@@ -320,13 +328,14 @@ def query_classes(world: World, sample: list[tuple], repeat: int) -> dict[str, l
     def content(text):
         return [w for w in text.rstrip(".").lower().split() if w not in STOP_WORDS]
 
-    classes = {"rare word": [], "common word": [], "several words": [], "question": [], "quoted phrase": [],
+    classes = {FIRST: [], "rare word": [], "common word": [], "several words": [], "question": [], "quoted phrase": [],
                "dated question": []}
     for row in sample:
         words = content(row[1])
         if not words:
             continue
         by_rank = sorted(words, key=lambda w: rank.get(w, 0))
+        classes[FIRST].append(by_rank[-2] if len(by_rank) > 1 else by_rank[-1])  # not the rare word's query
         classes["rare word"].append(by_rank[-1])
         classes["common word"].append(world.vocabulary[first_common + rng.randrange(30)])
         classes["several words"].append(" ".join(rng.sample(words, min(len(words), 4))))
@@ -574,17 +583,21 @@ def print_table(report: dict) -> None:
         ran = ", ".join(f"{k} {v}" for k, v in sorted(r.get("modes", {}).items()))
         print(f"| {r['source']} | {r['scope']} | {r['class']} | {s['p50']:.2f} | {s['p95']:.2f} | ≤ {goal:.0f} | "
               f"{'met' if s['p95'] <= goal else 'not met'} | {p['p50']:.2f} | {p['p95']:.2f} | {ran} |")
-    print(f"\n| source | scope | {mode} p50 ms (median class) | worst p95 ms | goal | met |")
-    print("|---|---|---|---|---|---|")
+    print(f"\n| source | scope | {mode} p50 ms (median class) | worst class p95 ms | goal | met | "
+          "a scope's first query p95 ms | met |")
+    print("|---|---|---|---|---|---|---|---|")
     for source in ("history", "memories"):
         for scope in ("current", "owner", "all"):
             rows = [r for r in report["timings"] if r["source"] == source and r["scope"] == scope]
-            if not rows:
+            classes = [r for r in rows if r["class"] != FIRST]
+            if not classes:
                 continue
-            p50 = sorted(r["service"]["p50"] for r in rows)[len(rows) // 2]
-            worst, goal = max(r["service"]["p95"] for r in rows), goal_ms(mode, scope)
+            p50 = sorted(r["service"]["p50"] for r in classes)[len(classes) // 2]
+            worst, goal = max(r["service"]["p95"] for r in classes), goal_ms(mode, scope)
+            first = [r["service"]["p95"] for r in rows if r["class"] == FIRST]
+            first_cells = f"{first[0]:.2f} | {'met' if first[0] <= goal else 'not met'}" if first else "— | —"
             print(f"| {source} | {scope} | {p50:.2f} | {worst:.2f} | ≤ {goal:.0f} | "
-                  f"{'met' if worst <= goal else 'not met'} |")
+                  f"{'met' if worst <= goal else 'not met'} | {first_cells} |")
     print("\n| scope | memory_recall recall@10 | plain bm25 recall@10 |")
     print("|---|---|---|")
     for scope, r in report["relevance"].items():

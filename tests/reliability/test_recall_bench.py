@@ -1,6 +1,7 @@
-"""`bench.recall` at a tiny size in hybrid mode: every class, source and scope measured in hybrid, the memory
-recall right after a memory row changes measured too, and the world left whole (every live memory row with
-its vector again), so a later `--reuse` run measures the same world."""
+"""`bench.recall` at a tiny size in hybrid mode: every class, source and scope measured in hybrid (each scope's
+first query on a row of its own), the memory recall right after a memory row changes measured too, and the
+world left whole (every live memory row with its vector again), so a later `--reuse` run measures the same
+world."""
 
 import json
 import os
@@ -26,6 +27,11 @@ def test_a_tiny_hybrid_run_measures_every_class_and_the_query_after_a_change(tmp
     assert {(r["source"], r["scope"]) for r in report["timings"]} == {
         (source, scope) for source in ("history", "memories") for scope in ("current", "owner", "all")}
     assert all(r["modes"] == {"hybrid": 2} for r in report["timings"])
+    # Each scope's first query in the process is a row of its own, asked before the scope's classes.
+    for source in ("history", "memories"):
+        for scope in ("current", "owner", "all"):
+            rows = [r["class"] for r in report["timings"] if (r["source"], r["scope"]) == (source, scope)]
+            assert rows[0] == "first of a scope" and rows.count("first of a scope") == 1 and len(rows) == 7
     changed = report["after_a_change"]
     assert changed["changes"] == 5 and changed["first"]["n"] == 5 and changed["next"]["n"] == 5
     assert changed["first"]["p50"] > 0 and set(report["relevance"]) == {"current", "owner", "all"}
