@@ -118,6 +118,8 @@ PAGES = [
     ("messages, page 50", "/admin/memory/message/", {"p": "50"}),
     ("messages, search `marathon deadline`", "/admin/memory/message/", {"q": "marathon deadline"}),
     ("messages, search within channel=discord", "/admin/memory/message/", {"q": "fado", "channel": "discord"}),
+    # With an agent chosen the search is recall's default mode: hybrid when the agent's messages have vectors.
+    ("messages, search within agent=main", "/admin/memory/message/", {"q": "marathon deadline", "agent_id": "main"}),
     ("messages, filter channel=discord", "/admin/memory/message/", {"channel": "discord"}),
     ("messages, filter trust=guest", "/admin/memory/message/", {"trust": "guest"}),
     ("messages, filter kind=voice_turn", "/admin/memory/message/", {"kind": "voice_turn"}),
@@ -125,6 +127,7 @@ PAGES = [
     ("memories, filter category=goal", "/admin/memory/memory/", {"category": "goal"}),
     ("memories, filter archived", "/admin/memory/memory/", {"archived": "yes"}),
     ("memories, search `jazz fado`", "/admin/memory/memory/", {"q": "jazz fado"}),
+    ("memories, search within agent=main", "/admin/memory/memory/", {"q": "jazz fado", "agent_id": "main"}),
     ("dashboard", "/admin/fermix/dashboard/", {}),
 ]
 

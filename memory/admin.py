@@ -13,7 +13,17 @@ from collections import defaultdict
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.contrib.admin.views.main import ChangeList
+from django.contrib.admin.views.main import (
+    ALL_VAR,
+    ERROR_FLAG,
+    IS_FACETS_VAR,
+    IS_POPUP_VAR,
+    ORDER_VAR,
+    PAGE_VAR,
+    SEARCH_VAR,
+    TO_FIELD_VAR,
+    ChangeList,
+)
 from django.db import transaction
 from django.db.models import Case, QuerySet, Value, When
 from django.http import Http404, HttpResponseRedirect
@@ -186,6 +196,14 @@ def _search_filters(request, names) -> dict:
 
 
 ORDER_PARAM, NEWEST = "order", "newest"  # ?order=newest: the search's results newest first
+# The changelist's own parameters, which filter nothing.
+CHANGELIST_PARAMS = {ALL_VAR, ERROR_FLAG, IS_FACETS_VAR, IS_POPUP_VAR, ORDER_VAR, PAGE_VAR, SEARCH_VAR, TO_FIELD_VAR,
+                     ORDER_PARAM}
+
+
+def _filter_params(request) -> dict:
+    """The request's filters, as the changelist applies them: every parameter but its own."""
+    return {name: value for name, value in request.GET.items() if name not in CHANGELIST_PARAMS}
 
 
 class RecallChangeList(ChangeList):
@@ -219,6 +237,11 @@ class RecallSearch(admin.ModelAdmin):
         mode = recall.default_mode() if "agent_id" in filters else "lexical"
         answer = recall.recall(self.corpus, query=search_term, filters=filters, limit=MAX_LIMIT, mode=mode)
         request.recalled = {row.pk: row for row in answer.rows}
+        if _filter_params(request) == filters:
+            # Recall applied every filter of the request, so its rows are looked up by key alone. Beside the
+            # filters, SQLite (which keeps no statistics) would walk the filtered column's index instead of
+            # the keys: 85 ms for each of the page's two statements within an agent of 600,000 messages.
+            queryset = self.get_queryset(request)
         found = queryset.filter(pk__in=list(request.recalled))
         if request.GET.get(ORDER_PARAM) == NEWEST:
             return found, False  # the changelist's own order: newest first

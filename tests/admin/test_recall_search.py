@@ -4,13 +4,16 @@ matched words highlighted, and every piece of text escaped."""
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from memory.conversations import message_append
 from memory.search import semantic
 from memory.vectors import embed_pending
 from tests.fakeprovider import embeddings_config_toml, use_config
 from tests.memory_factories import fact
-from tests.personas import say
+from tests.personas import CONV, say
 
 pytestmark = [pytest.mark.django_db]
 
@@ -74,3 +77,22 @@ def test_memory_search_shows_the_rows_signals(console, home):
     response = console.get(MEMORIES, {"q": "beagle"})
     assert listed(response, "memory") == [row.id]
     assert "<mark>beagle</mark>" in response.content.decode()
+
+
+def test_the_rows_recall_found_within_the_filters_are_looked_up_by_key_alone(console, home):
+    # Recall applied the agent's filter; beside it SQLite would walk the agent's index instead of the keys.
+    mine = say("bowling with the team")
+    message_append(agent_id="other", conversation=CONV, role="user", content="bowling elsewhere", trust="operator")
+    with CaptureQueriesContext(connection) as queries:
+        response = console.get(MESSAGES, {"q": "bowling", "agent_id": "main"})
+    assert listed(response) == [mine.id]
+    page = [q["sql"] for q in queries.captured_queries if '"recall_rank"' in q["sql"]]  # the count and the rows
+    assert len(page) == 2 and all('"agent_id"' not in sql.rpartition(" WHERE ")[2] for sql in page), page
+
+
+def test_a_filter_recall_did_not_apply_still_narrows_the_results(console, home):
+    # `category=` (empty) is "no category": the changelist's filter, which recall does not take.
+    note = fact("note.bowling", "bowling on Friday with the team", "")
+    hobby = fact("hobby", "loves bowling", "interest")
+    assert set(listed(console.get(MEMORIES, {"q": "bowling"}), "memory")) == {note.id, hobby.id}
+    assert listed(console.get(MEMORIES, {"q": "bowling", "category": ""}), "memory") == [note.id]
