@@ -219,6 +219,13 @@ class Memory(models.Model):
                 name="memories_recent_idx",
                 condition=Q(archived_at__isnull=True),
             ),
+            # The rows a message is the source of (a message's console page): without it SQLite walked the
+            # agent's every memory row.
+            models.Index(
+                fields=["agent_id", "source_message_id"],
+                name="memories_source_message_idx",
+                condition=Q(source_message_id__isnull=False),
+            ),
         ]
 
     @property

@@ -93,3 +93,16 @@ def test_a_message_page_shows_its_content_and_the_rows_it_led_to(console, world)
     html = response.content.decode()
     assert "I moved to Lisbon last year" in html
     assert "home_city" in html  # the reviewer's row names this message as its source
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's query plan (PostgreSQL plans by statistics)")
+def test_a_message_page_finds_the_rows_it_led_to_through_their_index(console, world):
+    url = reverse("admin:memory_message_change", args=[world.message.id])
+    with CaptureQueriesContext(connection) as queries:
+        console.get(url)
+    sources = [q["sql"] for q in queries.captured_queries if '"source_message_id" =' in q["sql"]]
+    assert len(sources) == 1
+    with connection.cursor() as cursor:  # not the agent's every memory row: the rows naming this message
+        cursor.execute("EXPLAIN QUERY PLAN " + sources[0])
+        plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+    assert "memories_source_message_idx (agent_id=? AND source_message_id=?)" in plan, plan
