@@ -103,8 +103,13 @@ REPLIES_SQL = ("SELECT m.id, m.content, m.created_at FROM messages m WHERE {conv
                "AND {where} ORDER BY m.created_at, m.id LIMIT %s")
 
 
-def _following(ids: list[int], filters: dict, count: int) -> dict[int, list[tuple[int, str]]]:
+def following(ids: list[int], filters: dict, count: int) -> dict[int, list[tuple[int, str]]]:
     """The next `count` messages passing `filters` after each of `ids` in its conversation: id, content."""
+    return (postgres.following if connection.vendor == "postgresql" else _following)(ids, filters, count)
+
+
+def _following(ids: list[int], filters: dict, count: int) -> dict[int, list[tuple[int, str]]]:
+    """`following` on SQLite: each hit's conversation index walked from the hit, a statement a hit."""
     where, params = where_sql("m", filters, by_key=True)
     conversation = "m.agent_id = %s AND m.channel = %s AND m.chat_id = %s AND m.thread_scope = %s"
     replies = REPLIES_SQL.format(conversation=conversation, where=where)
@@ -167,7 +172,6 @@ def with_replies(hits: list[Scored], filters: dict, limit: int, *, cut: list[Sco
     top = hits[:FOLLOWED]
     if not top:
         return hits
-    following = postgres.following if connection.vendor == "postgresql" else _following
     replies = following([h.id for h in top], filters, len(FOLLOW_SHARES))
     added = []
     for hit in top:

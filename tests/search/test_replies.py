@@ -4,19 +4,13 @@ pass the filters, in time order, equal times told apart by id, the same on both 
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from memory import search
 from memory.models import Message
-from memory.search import postgres
 from memory.search.rank import Scored
 
 pytestmark = pytest.mark.django_db
-
-
-def following(ids, filters, count):
-    return (postgres.following if connection.vendor == "postgresql" else search._following)(ids, filters, count)
 
 
 @pytest.fixture
@@ -43,7 +37,7 @@ def expected(hit, filters, count):
 def test_each_hit_gets_its_own_conversation_s_next_messages(talk, filters):
     hits = [talk[5], talk[40], talk[41], talk[77], talk[118]]
     owner = {k: v for k, v in filters.items() if k == "owner_id"}
-    replies = following([h.id for h in hits], filters, 2)
+    replies = search.following([h.id for h in hits], filters, 2)
     for hit in hits:
         assert replies.get(hit.id, []) == expected(hit, owner, 2), hit.content
     assert replies[talk[5].id] and len(replies[talk[5].id]) == 2
@@ -53,7 +47,7 @@ def test_equal_times_are_told_apart_by_id_and_a_missing_hit_has_none(talk):
     # talk[1], talk[4], talk[7] … are one conversation: talk[1] and talk[7] take talk[4]'s time.
     Message.objects.filter(pk__in=[talk[1].pk, talk[7].pk]).update(created_at=talk[4].created_at)
     hit = Message.objects.get(pk=talk[4].pk)
-    replies = following([hit.id, 10**9], {"agent_id": "main"}, 3)
+    replies = search.following([hit.id, 10**9], {"agent_id": "main"}, 3)
     assert replies.get(10**9, []) == []
     assert [r for r, _ in replies[hit.id]] == [talk[7].id, talk[10].id, talk[13].id]  # not talk[1], said before
 
