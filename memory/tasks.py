@@ -54,12 +54,16 @@ def embed_pending_task(agent_id: str | None = None):
 
 def vector_index_task(agent_id: str | None = None):
     """Build or bring up to date this node's approximate indexes of the scopes past exact search's limit,
-    and delete its files of scopes' vectors that no search will read again."""
+    bring current its files of scopes' vectors written before a removal, and delete those no search will
+    read."""
     model = embeddings.embedder()
     if model is None:
         return {}
     done = ann.refresh(model.model_id, model.dimensions, agent_id=agent_id)
     outcomes = {f"{agent}:{kind}": outcome for (agent, kind), outcome in done.items()}
-    if swept := vector_files.sweep(model.model_id, agent_id):
-        outcomes["scope_files_removed"] = swept
+    removed, refreshed = vector_files.sweep(model.model_id, agent_id)
+    if removed:
+        outcomes["scope_files_removed"] = removed
+    if refreshed:
+        outcomes["scope_files_refreshed"] = refreshed
     return outcomes

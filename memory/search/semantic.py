@@ -146,9 +146,7 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
                        entry.total + added.sum(axis=0, dtype=np.float32),
                        np.concatenate([entry.keys, np.fromiter((r[0] for r in rows), dtype=np.int64)]))
         if not after_id and len(rows) >= vector_files.FROM_VECTORS:  # the node's next processes read the file
-            vector_files.write(model_id, kind, scope, generation,
-                               vector_files.Stored(entry.ids, entry.matrix, entry.last_id, entry.top_object,
-                                                   entry.total, entry.keys))
+            vector_files.write(model_id, kind, scope, generation, _stored(entry))
     elif last_id != entry.last_id:
         entry = dataclasses.replace(entry, last_id=last_id)
     with _lock:
@@ -159,10 +157,19 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
 
 
 def _from_file(model_id: str, dimensions: int, kind: str, scope: dict, generation: tuple[int, ...]) -> _Entry | None:
-    """The scope's vectors as this node's file of them holds them (`memory.search.vector_files`), if current."""
+    """The scope's vectors as this node's file of them holds them (`memory.search.vector_files`): a file
+    written before a removal is brought current first (the rows whose vectors are gone dropped, the file
+    written again), so a memory row changed anywhere in the agent does not send the next process to
+    the database for the agent's every memory row's vector."""
     stored = vector_files.read(model_id, kind, scope, generation, dimensions)
-    if stored is None:
+    if stored is not None and stored.stale:
+        stored = vector_files.current(model_id, kind, scope, generation, stored)
+    if stored is None or not len(stored.ids):
         return None
+    return _of(generation, stored)
+
+
+def _of(generation: tuple[int, ...], stored: vector_files.Stored) -> _Entry:
     return _Entry(generation, stored.ids, stored.matrix, stored.last_id, stored.top_object, stored.total, stored.keys)
 
 
@@ -172,16 +179,13 @@ def _without_removed(entry: _Entry, model_id: str, kind: str, scope: dict, after
     scope's `embeddings` ids up to the last it read, which the scope's index alone holds (no vector is read
     again). Any removal bumps the generation of every scope of the agent's vectors of that kind, and a
     changed memory row is one: reading the scope again after each took 0.8-1.0 s for an agent's 29,588 memory
-    rows at a million messages on SQLite. `top_object` stays the highest object id ever read (where new rows
-    are looked for)."""
-    held = _rows(model_id, kind, scope, after_id, ("id",)).filter(id__lte=entry.last_id).order_by()
-    current = np.fromiter((pk for (pk,) in held), dtype=np.int64)
-    kept = np.isin(entry.keys, current, assume_unique=True)
-    if kept.all():
-        return dataclasses.replace(entry, generation=generation)
-    removed = entry.matrix[~kept].sum(axis=0, dtype=np.float32)  # (summing what is kept: 24 ms for 30,000)
-    return _Entry(generation, entry.ids[kept], entry.matrix[kept], entry.last_id, entry.top_object,
-                  entry.total - removed, entry.keys[kept])
+    rows at a million messages on SQLite."""
+    held = vector_files.held(model_id, kind, scope, after_id, entry.last_id)
+    return _of(generation, vector_files.without(_stored(entry), held))
+
+
+def _stored(entry: _Entry) -> vector_files.Stored:
+    return vector_files.Stored(entry.ids, entry.matrix, entry.last_id, entry.top_object, entry.total, entry.keys)
 
 
 @generations.also_clear

@@ -13,13 +13,16 @@ from the database only the rows stored after it.
 
 A file is a cache, never a source of truth. Any removal of a vector of the agent and kind (a memory row
 changed or archived, an erasure) bumps the generation, so from that commit on no process of any node
-reads a file written before it; a stale file is deleted where it is found and by the schedule
-`fermix-vector-index` (`sweep`), which an erasure also queues. Any file may be deleted at any time.
+uses a file written before it as it is: a stale file is brought current where it is found (`current`: the
+rows whose `embeddings` ids are gone from the scope are dropped, and the file is written again at the
+generation they were checked at) and by the schedule `fermix-vector-index` (`sweep`), which an erasure also
+queues, so a removed vector stays in no file past that sweep. Any file may be deleted at any time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -33,6 +36,7 @@ import numpy as np
 
 from fermix_site import generations
 from fermix_site.conf import conf
+from memory.models import Embedding
 from memory.vectors import vectors_generation
 
 logger = logging.getLogger("fermix.memory.vector_files")
@@ -51,6 +55,7 @@ class Stored:
     top_object: int  # the highest object id it holds
     total: np.ndarray  # the sum of the vectors, float32 (the scope's mean times its size)
     keys: np.ndarray  # each row's `embeddings.id`, int64, memory-mapped
+    stale: bool = False  # written before a removal now committed: `current` drops what was removed
 
 
 def folder(agent_id: str) -> Path:
@@ -88,15 +93,16 @@ def _stale(written: list[int], current: tuple[int, ...]) -> bool:
 
 def read(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], dimensions: int) -> Stored | None:
     """The scope's vectors from its file, memory-mapped, when the file holds the model's vectors at
-    `generation`; None otherwise (a stale, damaged or foreign file is deleted)."""
+    `generation`, or at an earlier one (`stale`: pass it through `current` before any use); None otherwise
+    (a damaged or foreign file is deleted)."""
     where = path(model_id, kind, scope)
     try:
         with open(where, "rb") as file:  # mapped through the same open file: a rename over it changes nothing
             header, offset = _header(file)
             found = _verdict(header, os.fstat(file.fileno()).st_size - offset,
                              (model_id, kind, _pinned(scope), dimensions), generation)
-            if found == "current":
-                return _mapped(file, header, offset) if header["count"] else None
+            if found in ("current", "stale"):
+                return _mapped(file, header, offset, found == "stale") if header["count"] else None
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
@@ -105,6 +111,36 @@ def read(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], dim
     if found != "newer":
         remove(where)
     return None
+
+
+def held(model_id: str, kind: str, scope: dict, after_id: int, last_id: int) -> np.ndarray:
+    """The `embeddings` ids of the scope's vectors in (`after_id`, `last_id`], read from the scope's index
+    alone (no vector): what a holder of the vectors read up to `last_id` keeps after a removal."""
+    rows = Embedding.objects.filter(model_id=model_id, kind=kind, id__gt=after_id, id__lte=last_id, **scope)
+    return np.fromiter((pk for (pk,) in rows.order_by().values_list("id")), dtype=np.int64)
+
+
+def without(stored: Stored, kept: np.ndarray) -> Stored:
+    """`stored` less the rows whose `embeddings` ids are not in `kept` (those it read and the scope still
+    holds); the sum of the rest. `top_object` stays the highest object id ever read (where new rows are
+    looked for)."""
+    keep = np.isin(stored.keys, kept, assume_unique=True)
+    if keep.all():
+        return dataclasses.replace(stored, stale=False)
+    removed = stored.matrix[~keep].sum(axis=0, dtype=np.float32)  # (summing what is kept: 24 ms for 30,000)
+    return Stored(stored.ids[keep], stored.matrix[keep], stored.last_id, stored.top_object, stored.total - removed,
+                  stored.keys[keep])
+
+
+def current(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], stored: Stored) -> Stored:
+    """A stale file's vectors at `generation` (read before the scope's ids are): without the rows removed
+    since it was written, and the file written again with what is left (deleted if nothing is)."""
+    kept = without(stored, held(model_id, kind, scope, 0, stored.last_id))
+    if len(kept.ids):
+        write(model_id, kind, scope, generation, kept)
+    else:
+        remove(path(model_id, kind, scope))
+    return kept
 
 
 def _verdict(header: dict, size: int, identity: tuple, generation: tuple[int, ...]) -> str:
@@ -119,13 +155,13 @@ def _verdict(header: dict, size: int, identity: tuple, generation: tuple[int, ..
     return "stale" if _stale(header["generation"], generation) else "newer"
 
 
-def _mapped(file, header: dict, offset: int) -> Stored:
+def _mapped(file, header: dict, offset: int, stale: bool = False) -> Stored:
     count, dimensions = header["count"], header["dimensions"]
     ids = np.memmap(file, dtype="<i8", mode="r", offset=offset, shape=(count,))
     keys = np.memmap(file, dtype="<i8", mode="r", offset=offset + 8 * count, shape=(count,))
     matrix = np.memmap(file, dtype="<f2", mode="r", offset=offset + 16 * count, shape=(count, dimensions))
     return Stored(ids, matrix, header["last_id"], header["top_object"], np.asarray(header["total"], dtype=np.float32),
-                  keys)
+                  keys, stale)
 
 
 def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], stored: Stored) -> None:
@@ -162,26 +198,41 @@ def _files(agent_id: str | None, suffix: str = ".vectors") -> list[Path]:
     return sorted(root.glob(pattern)) if root.exists() else []
 
 
-def sweep(model_id: str, agent_id: str | None = None) -> int:
-    """Delete the files that no search will read again: of another model, or written before a removal of
-    the agent's vectors (an erasure, a changed or archived memory row), or left half-written by a process
-    that died writing. Returns how many."""
-    removed = 0
+def sweep(model_id: str, agent_id: str | None = None) -> tuple[int, int]:
+    """Bring current the files written before a removal of the agent's vectors (an erasure, a changed or
+    archived memory row), so that what was removed leaves them; delete those no search will read: of
+    another model, damaged, or left half-written by a process that died writing. Returns (deleted,
+    brought current)."""
+    removed = refreshed = 0
     for where in _files(agent_id, ".tmp"):
         with contextlib.suppress(OSError):
             if time.time() - where.stat().st_mtime > ABANDONED_S:
                 remove(where)
                 removed += 1
     for where in _files(agent_id):
-        try:
-            with open(where, "rb") as file:
-                header, _ = _header(file)
-            agent = dict(header["scope"])["agent_id"]
-            keep = header["model_id"] == model_id and not _stale(
-                header["generation"], generations.current([vectors_generation(agent, header["kind"])]))
-        except (OSError, ValueError, KeyError, TypeError, struct.error):
-            keep = False
-        if not keep:
-            remove(where)
-            removed += 1
-    return removed
+        outcome = _swept(where, model_id)
+        removed += outcome == "removed"
+        refreshed += outcome == "refreshed"
+    return removed, refreshed
+
+
+def _swept(where: Path, model_id: str) -> str:
+    """`kept`, `refreshed` (it was stale: brought current) or `removed`, for one of the node's files."""
+    try:
+        with open(where, "rb") as file:
+            header, _ = _header(file)
+        scope, kind = dict(header["scope"]), header["kind"]
+        if header["model_id"] == model_id and where == path(model_id, kind, scope):
+            generation = generations.current([vectors_generation(scope["agent_id"], kind)])
+            if not _stale(header["generation"], generation):
+                return "kept"
+            stored = read(model_id, kind, scope, generation, header["dimensions"])
+            if stored is None:  # damaged (and deleted) or emptied since
+                return "removed"
+            if stored.stale and not len(current(model_id, kind, scope, generation, stored).ids):
+                return "removed"
+            return "refreshed" if stored.stale else "kept"
+    except (OSError, ValueError, KeyError, TypeError, struct.error):
+        pass
+    remove(where)
+    return "removed"

@@ -1,5 +1,6 @@
 """A node's files of large scopes' vectors: written by the process that read a scope from the database,
-read by the node's next processes, never read once a vector of theirs was removed, swept away.
+read by the node's next processes, brought current (what was removed dropped from them) by the first that
+finds them stale and by the schedule.
 
 Real vectors (the `openai` backend on the loopback fake provider) in the real database and real files under
 FERMIX_HOME. A new process is what `semantic.clear()` leaves: no scope's vectors held. FROM_VECTORS is
@@ -15,6 +16,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from fermix_site import generations
 from fermix_site.conf import conf
 from memory import embeddings
 from memory.conversations import ConversationKey, message_append
@@ -24,7 +26,7 @@ from memory.rows import memory_replace
 from memory.search import semantic, vector_files
 from memory.tasks import vector_index_task
 from memory.tools import ToolContext, run_tool
-from memory.vectors import embed_pending, forget_message_vectors
+from memory.vectors import embed_pending, forget_message_vectors, vectors_generation
 from tests.fakeprovider import embeddings_config_toml, provider_config_toml, use_config
 from tests.memory_factories import fact
 
@@ -44,9 +46,10 @@ def files(home, fake_provider, monkeypatch):
     semantic.clear()
 
 
-def said(n, owner="default", conversation=CONV):
+def said(n, owner="default", conversation=CONV, first=0):
     return [message_append(agent_id="main", conversation=conversation, role="user", owner_id=owner,
-                           content=f"{TOPICS[i % len(TOPICS)]} number{i}", trust="operator") for i in range(n)]
+                           content=f"{TOPICS[i % len(TOPICS)]} number{i}", trust="operator")
+            for i in range(first, first + n)]
 
 
 def recall(query="a walk with the dog", owner="default", conversation=CONV):
@@ -104,7 +107,7 @@ def test_a_small_scope_is_not_written(files):
     assert not scope_file().exists()
 
 
-def test_a_file_written_before_an_erasure_is_never_read_and_is_swept(files):
+def test_a_file_emptied_by_an_erasure_is_deleted_where_found(files):
     said(30, owner="bo", conversation="telegram:bo")
     embed_pending()
     bo = {"agent_id": "main", "conversation": "telegram:bo:root"}
@@ -115,10 +118,43 @@ def test_a_file_written_before_an_erasure_is_never_read_and_is_swept(files):
     memory_forget_owner(owner_id="bo")
     semantic.clear()
     assert recall(owner="bo", conversation="telegram:bo") == []  # the file's vectors are not used
-    assert not scope_file(bo).exists()  # ...and the stale file was deleted where found
+    assert not scope_file(bo).exists()  # ...and the file, which holds none of them now, was deleted
 
 
-def test_the_schedule_sweeps_stale_files_and_abandoned_temporary_ones(files):
+def file_vectors(scope=SCOPE) -> tuple[list[int], bytes]:
+    """The `embeddings` ids a scope's file holds, and its bytes."""
+    model = embeddings.embedder()
+    generation = generations.current([vectors_generation("main", "message")])
+    stored = vector_files.read(model.model_id, "message", scope, generation, model.dimensions)
+    return stored.keys.tolist(), scope_file(scope).read_bytes()
+
+
+def test_a_stale_file_is_brought_current_by_the_first_process_to_find_it(files):
+    said(30)
+    embed_pending()
+    first = recall()
+    gone = Message.objects.get(pk=first[0])
+    vector = Embedding.objects.get(kind="message", object_id=gone.pk)
+    forget_message_vectors(Message.objects.filter(pk=gone.pk), "main")
+    semantic.clear()  # a new process finds the file stale
+    with CaptureQueriesContext(connection) as asked:
+        held = recall()
+    assert gone.pk not in held and held[:5] == first[1:6]  # the removed vector is not used...
+    assert read_only_after(asked.captured_queries, newest_vector())  # ...and no vector read from the database
+    keys, data = file_vectors()
+    assert len(keys) == 29 and vector.id not in keys and bytes(vector.vector) not in data  # nor left in the file
+    assert not vector_files.read(embeddings.embedder().model_id, "message", SCOPE,
+                                 generations.current([vectors_generation("main", "message")]), 32).stale
+    semantic.clear()  # the next process reads the file as it now is...
+    with CaptureQueriesContext(connection) as asked:
+        assert recall() == held
+    assert read_only_after(asked.captured_queries, newest_vector())
+    scope_file().unlink()
+    semantic.clear()  # ...which is what the database gives
+    assert recall() == held
+
+
+def test_the_schedule_brings_stale_files_current_and_sweeps_abandoned_temporary_ones(files):
     said(30)
     embed_pending()
     recall()
@@ -128,12 +164,22 @@ def test_the_schedule_sweeps_stale_files_and_abandoned_temporary_ones(files):
     os.utime(abandoned, (0, 0))
     assert vector_index_task() == {"scope_files_removed": 1}  # the abandoned one; the file is current
     assert path.exists() and not abandoned.exists()
-    message_ids = said(1)
+    said(1)
     embed_pending()
     memory_forget_owner(owner_id="nobody")  # removes nothing: the files stay current
-    assert path.exists()
-    forget_message_vectors(Message.objects.filter(pk=message_ids[0].pk), "main")
-    assert vector_index_task() == {"scope_files_removed": 1} and not path.exists()
+    assert vector_index_task() == {}
+    first = Message.objects.filter(agent_id="main").order_by("id").first()
+    vector = Embedding.objects.get(kind="message", object_id=first.pk)
+    forget_message_vectors(Message.objects.filter(pk=first.pk), "main")
+    assert bytes(vector.vector) in path.read_bytes()
+    assert vector_index_task() == {"scope_files_refreshed": 1}
+    keys, data = file_vectors()
+    assert len(keys) == 29 and vector.id not in keys and bytes(vector.vector) not in data
+    assert vector_index_task() == {}  # current now
+    vector_files.write("another-model", "message", SCOPE, (0,), vector_files.read(
+        embeddings.embedder().model_id, "message", SCOPE, generations.current([vectors_generation("main", "message")]),
+        32))
+    assert vector_index_task() == {"scope_files_removed": 1}  # no search reads another model's file
 
 
 def test_a_changed_memory_row_leaves_the_message_vectors_held(files):
@@ -220,8 +266,13 @@ def test_a_held_scope_loses_only_the_vectors_removed_and_reads_none_again(files)
     with CaptureQueriesContext(connection) as asked:
         held = recall_rows("a walk with the dog")
     assert read_only_after(asked.captured_queries, newest_vector())  # the others were not read again
-    semantic.clear()  # a new process reads them all from the database: the same answer
-    assert recall_rows("a walk with the dog") == held and len(held) == 29 and rows[0].id not in held
+    semantic.clear()  # a new process brings the scope's file current: the same answer, no vector read again
+    with CaptureQueriesContext(connection) as asked:
+        assert recall_rows("a walk with the dog") == held and len(held) == 29 and rows[0].id not in held
+    assert read_only_after(asked.captured_queries, newest_vector())
+    vector_files.path(embeddings.embedder().model_id, "memory", {"agent_id": "main"}).unlink()
+    semantic.clear()  # the database's answer
+    assert recall_rows("a walk with the dog") == held
     embed_pending()  # the row's new vector, stored after the others
     assert recall_rows("collects old stamps")[0] == rows[0].id
 
@@ -237,5 +288,31 @@ def test_an_erasure_leaves_none_of_its_vectors_in_a_process_that_held_them(files
         held = recall_rows("a walk with the dog", source="history")
     assert read_only_after(asked.captured_queries, newest_vector())
     assert held and not bo & set(held)
-    semantic.clear()  # a new process: the file written before the erasure is not read, the database is
+    semantic.clear()  # a new process: the file written before the erasure is used only without its vectors
     assert recall_rows("a walk with the dog", source="history") == held
+
+
+def test_after_an_erasure_and_the_pass_it_queues_no_file_of_the_node_holds_its_vectors(files):
+    said(20, owner="bo", conversation="telegram:bo", first=100)
+    said(20)
+    rows = [fact(f"topic{i}", f"{TOPICS[i % len(TOPICS)]} number{i + 200}", "identity", owner=owner)
+            for i, owner in enumerate(["bo"] * 20 + ["default"] * 20)]
+    embed_pending()
+    recall_rows("a walk with the dog", source="history")  # the agent's files of both kinds written
+    recall_rows("a walk with the dog")
+    recall(owner="bo", conversation="telegram:bo")
+    others = {bytes(v) for v in Embedding.objects.exclude(owner_id="bo").values_list("vector", flat=True)}
+    erased = {bytes(v) for v in Embedding.objects.filter(owner_id="bo").values_list("vector", flat=True)} - others
+    assert len(erased) >= 30 and len(rows) == 40  # (the fake provider maps a few texts alike)
+
+    def files_holding() -> list:
+        found = [p for p in (conf.home / "cache" / "vectors").rglob("*") if p.is_file()]
+        assert len(found) >= 2
+        return [p.name for p in found if any(v in p.read_bytes() for v in erased)]
+
+    assert len(files_holding()) == 3  # the agent's messages and memory rows, and bo's conversation
+    memory_forget_owner(owner_id="bo")
+    assert vector_index_task() == {"scope_files_removed": 1, "scope_files_refreshed": 2}  # the pass it queues
+    assert files_holding() == []
+    semantic.clear()  # and a new process reads the files as they are now: what the database gives
+    assert recall_rows("a walk with the dog", source="history") and recall_rows("a walk with the dog")
