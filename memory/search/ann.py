@@ -81,6 +81,7 @@ class Meta:
     digest: str  # blake2b of the file
     built_at: str
     total: list[float] | None = None  # the sum of its vectors (a mean to centre on); None: built before it was kept
+    stat: list[int] | None = None  # the file's inode, size and modification time (ns) when its digest was taken
 
 
 @dataclass
@@ -234,15 +235,19 @@ def _save(index, path: Path, meta: Meta) -> Meta:
     tmp = path.with_name(path.name + ".tmp")
     index.save(str(tmp))
     os.chmod(tmp, 0o600)
-    meta = Meta(**{**asdict(meta), "size": tmp.stat().st_size, "digest": _digest(tmp),
-                   "built_at": timezone.now().isoformat()})
+    meta = Meta(**{**asdict(meta), "size": tmp.stat().st_size, "digest": _digest(tmp), "stat": list(_stat(tmp)),
+                   "built_at": timezone.now().isoformat()})  # (a rename keeps the inode and the time)
     # The meta first: a reader between the two renames sees the old file unlike its meta and refuses that
     # version; the new file, a new inode, is read at the next search.
+    _write_meta(path, meta)
+    os.replace(tmp, path)
+    return meta
+
+
+def _write_meta(path: Path, meta: Meta) -> None:
     meta_tmp = _meta_path(path).with_name(_meta_path(path).name + ".tmp")
     meta_tmp.write_text(json.dumps(asdict(meta), indent=1), encoding="utf-8")
     os.replace(meta_tmp, _meta_path(path))
-    os.replace(tmp, path)
-    return meta
 
 
 def build(model_id: str, dimensions: int, kind: str, agent_id: str, *, threads: int = 1) -> Meta:
@@ -305,13 +310,20 @@ def refresh_one(model_id: str, dimensions: int, kind: str, agent_id: str, *, thr
         if _scope_rows(model_id, kind, agent_id).filter(id__gt=meta.last_id)[:FOLD_EVERY].count() >= FOLD_EVERY:
             extend(meta, threads=threads)
             return "extended"
+        if meta.stat is None or tuple(meta.stat) != _stat(path):  # found whole by its digest: known by its stat now
+            _write_meta(path, Meta(**{**asdict(meta), "stat": list(_stat(path))}))
         return "current"
 
 
 def _whole(path: Path, meta: Meta | None) -> bool:
-    """True when the file is the one its meta describes (size and digest), so not cut short or damaged."""
+    """True when the file is the one its meta describes (size and digest), so not cut short or damaged.
+    The digest is taken when the file is built, and the file is read whole again only when its inode, size
+    or modification time is not what they were then: hashing the 322 MB index of a million messages took
+    0.48 s, at every process's first search of it and at every pass of the schedule."""
     stat = _stat(path)
-    return meta is not None and stat is not None and meta.size == stat[1] and _digest(path) == meta.digest
+    if meta is None or stat is None or meta.size != stat[1]:
+        return False
+    return (meta.stat is not None and tuple(meta.stat) == stat) or _digest(path) == meta.digest
 
 
 def _removed(meta: Meta) -> bool:

@@ -250,6 +250,41 @@ def test_a_damaged_index_file_is_not_read_and_is_built_again(large, damage):
     assert ids(recall("chess club tournament")) == expected
 
 
+def bytes_read() -> int:
+    """What this process has read through read() calls so far (a mapped file's pages are not counted)."""
+    return int(dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())["rchar"])
+
+
+def test_an_index_file_is_read_whole_to_check_it_only_when_it_is_not_the_file_built(large):
+    history(60)
+    embed_pending()
+    vector_index_task()
+    path = index_file()
+    expected = ids(recall("chess club tournament"))
+
+    def read_to_open() -> int:
+        semantic.clear()  # a process that has not mapped the file yet
+        before = bytes_read()
+        assert ids(recall("chess club tournament")) == expected
+        return bytes_read() - before
+
+    as_built = read_to_open()
+
+    def hashed() -> bool:
+        """Whether a new process's first search read the file whole (to hash it) beside what it reads anyway."""
+        more = read_to_open() - as_built
+        assert more >= path.stat().st_size or abs(more) < path.stat().st_size // 2
+        return more >= path.stat().st_size
+
+    assert not hashed() and path.stat().st_size > 0
+    os.utime(path)  # the same bytes, touched: not known to be the file built any more
+    assert hashed() and hashed()  # checked whole again in each new process, until the schedule's pass...
+    assert vector_index_task() == {"main:message": "current"}  # ...finds it whole and records it as it is now
+    assert not hashed()
+    path.write_bytes(path.read_bytes())  # the same bytes, written again (a restored copy): checked, recorded
+    assert hashed() and vector_index_task() == {"main:message": "current"} and not hashed()
+
+
 def test_the_command_builds_rebuilds_and_removes_indexes_no_scope_needs(large):
     history(60)
     embed_pending()
