@@ -403,6 +403,8 @@ class Embedding(models.Model):
         indexes = [
             models.Index(fields=["model_id", "kind", "agent_id", "conversation", "id"], name="embeddings_conv_idx"),
             models.Index(fields=["model_id", "kind", "agent_id", "owner_id", "id"], name="embeddings_owner_idx"),
+            # An agent's vectors stored after its approximate index was built, sought by id.
+            models.Index(fields=["model_id", "kind", "agent_id", "id"], name="embeddings_agent_idx"),
         ]
 
     def __str__(self):

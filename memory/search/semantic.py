@@ -17,7 +17,6 @@ the cluster for one), without usearch installed `vector_index_unavailable`; reca
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 from collections.abc import Callable
@@ -93,18 +92,6 @@ def _rows(model_id: str, kind: str, scope: dict, after_id: int, columns=("id", "
             .values_list(*columns))
 
 
-def _recent(model_id: str, kind: str, agent_id: str, after_id: int, limit: int) -> tuple[list, int]:
-    """The agent's vectors stored after its index was built, read by key: the scope's own index would walk
-    every vector of the agent to find the few past `after_id`. Returns (rows, the highest id read)."""
-    read = list(Embedding.objects.filter(id__gt=after_id).order_by("id")
-                .values_list("id", "model_id", "kind", "agent_id")[:limit + 1])
-    mine = [r[0] for r in read if r[1:] == (model_id, kind, agent_id)]
-    # The vectors of this agent's rows only: the others' (other agents, other kinds) are most of what
-    # follows the index, and reading them whole cost 190 ms for 50,000 rows of memory rows' vectors.
-    rows = [row for at in range(0, len(mine), 500) for row in ann.current_vectors(mine[at:at + 500])]
-    return rows, read[-1][0] if read else after_id
-
-
 class TooLarge(Exception):
     """The scope holds more vectors than exact search keeps in memory."""
 
@@ -132,23 +119,19 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
         empty = np.zeros(0, dtype=np.int64)
         entry = entry or _Entry(generation, empty, np.zeros((0, dimensions), dtype=np.float16), after_id, top_object,
                                 np.zeros(dimensions, dtype=np.float32), empty)
-    if after_id:
-        rows, last_id = _recent(model_id, kind, scope["agent_id"], entry.last_id, limit)
-    else:
-        rows = list(_rows(model_id, kind, scope, entry.last_id)[:limit + 1])
-        last_id = rows[-1][0] if rows else entry.last_id
+    # Past `after_id`, an agent's vectors stored after its approximate index, sought by id (embeddings_agent_idx).
+    rows = list(_rows(model_id, kind, scope, entry.last_id)[:limit + 1])
     if len(entry.ids) + len(rows) > limit:
         raise TooLarge(f"{len(entry.ids) + len(rows):,}+ vectors in scope; exact search keeps {limit:,}")
     if rows:
         added = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f2").reshape(-1, dimensions)
+        top = max(entry.top_object, max(r[1] for r in rows))
         entry = _Entry(generation, np.concatenate([entry.ids, np.fromiter((r[1] for r in rows), dtype=np.int64)]),
-                       np.concatenate([entry.matrix, added]), last_id, max(entry.top_object, max(r[1] for r in rows)),
+                       np.concatenate([entry.matrix, added]), rows[-1][0], top,
                        entry.total + added.sum(axis=0, dtype=np.float32),
                        np.concatenate([entry.keys, np.fromiter((r[0] for r in rows), dtype=np.int64)]))
         if not after_id and len(rows) >= vector_files.FROM_VECTORS:  # the node's next processes read the file
             vector_files.write(model_id, kind, scope, generation, _stored(entry))
-    elif last_id != entry.last_id:
-        entry = dataclasses.replace(entry, last_id=last_id)
     with _lock:
         if len(_cache) >= MAX_ENTRIES and key not in _cache:
             _cache.pop(next(iter(_cache)))
