@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import struct
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,7 +174,8 @@ def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], st
                          "top_object": stored.top_object,
                          "total": [float(x) for x in np.asarray(stored.total, dtype=np.float32)]}).encode()
     start = MAGIC + struct.pack("<I", len(header)) + header
-    tmp = where.with_name(f"{where.name}.{os.getpid()}.tmp")
+    # One temporary file a thread: two threads of a process may write the same scope's file at once.
+    tmp = where.with_name(f"{where.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:

@@ -9,8 +9,10 @@ lowered so that a scope of a few dozen messages counts as large.
 
 import os
 import stat
+import threading
 from datetime import timedelta
 
+import numpy as np
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -316,3 +318,30 @@ def test_after_an_erasure_and_the_pass_it_queues_no_file_of_the_node_holds_its_v
     assert files_holding() == []
     semantic.clear()  # and a new process reads the files as they are now: what the database gives
     assert recall_rows("a walk with the dog", source="history") and recall_rows("a walk with the dog")
+
+
+def test_two_threads_writing_one_scopes_file_at_once_leave_one_whole_file(home):
+    def stored(count: int, value: float) -> vector_files.Stored:
+        ids = np.arange(count, dtype=np.int64)
+        matrix = np.full((count, 32), value, dtype=np.float16)
+        return vector_files.Stored(ids, matrix, count, count, matrix.sum(axis=0, dtype=np.float32), ids + 1)
+
+    written = [stored(20_000, 0.25), stored(30_000, 0.5)]
+    start, found = threading.Barrier(2), []
+
+    def write(one):
+        start.wait()
+        for _ in range(50):
+            vector_files.write("m", "message", SCOPE, (1,), one)
+            found.append(vector_files.read("m", "message", SCOPE, (1,), 32))
+
+    threads = [threading.Thread(target=write, args=(one,)) for one in written]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for each in found + [vector_files.read("m", "message", SCOPE, (1,), 32)]:  # whole each time it was read
+        assert each is not None and not each.stale
+        one = next(w for w in written if len(w.ids) == len(each.ids))
+        assert np.array_equal(each.matrix, one.matrix) and np.array_equal(each.keys, one.keys)
+    assert not list(vector_files.path("m", "message", SCOPE).parent.glob("*.tmp"))
