@@ -19,6 +19,9 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self):
+        from fermix_site import node
         from memory import checks  # noqa: F401 - registers the system checks (models must be loaded first)
+        from memory.search import upkeep
 
         post_migrate.connect(repair_search_mirrors, sender=self)
+        node.on_beat(upkeep.beat)  # each node keeps its own vector caches

@@ -2,12 +2,12 @@
 
 from django.db import connection
 
-from memory import embeddings, fts
+from memory import fts
 from memory.compactor import WINDOW_MOVED, CompactionError, compact
 from memory.models import Memory
 from memory.prompt_files import prompt_files_rebuild
 from memory.reviewer import review_conversation
-from memory.search import ann, vector_files
+from memory.search import upkeep
 from memory.vectors import embed_pass
 
 
@@ -53,17 +53,7 @@ def embed_pending_task(agent_id: str | None = None):
 
 
 def vector_index_task(agent_id: str | None = None):
-    """Build or bring up to date this node's approximate indexes of the scopes past exact search's limit,
-    bring current its files of scopes' vectors written before a removal, and delete those no search will
-    read."""
-    model = embeddings.embedder()
-    if model is None:
-        return {}
-    done = ann.refresh(model.model_id, model.dimensions, agent_id=agent_id)
-    outcomes = {f"{agent}:{kind}": outcome for (agent, kind), outcome in done.items()}
-    removed, refreshed = vector_files.sweep(model.model_id, agent_id)
-    if removed:
-        outcomes["scope_files_removed"] = removed
-    if refreshed:
-        outcomes["scope_files_refreshed"] = refreshed
-    return outcomes
+    """The pass over the vector caches of the node that runs it (`memory.search.upkeep.run`): its approximate
+    indexes built or brought up to date, its files of scopes' vectors written before a removal brought
+    current, those no search will read deleted. Each node's heartbeat runs it for itself too."""
+    return upkeep.run(agent_id)

@@ -15,8 +15,9 @@ A file is a cache, never a source of truth. Any removal of a vector of the agent
 changed or archived, an erasure) bumps the generation, so from that commit on no process of any node
 uses a file written before it as it is: a stale file is brought current where it is found (`current`: the
 rows whose `embeddings` ids are gone from the scope are dropped, and the file is written again at the
-generation they were checked at) and by the schedule `fermix-vector-index` (`sweep`), which an erasure also
-queues, so a removed vector stays in no file past that sweep. Any file may be deleted at any time.
+generation they were checked at) and by the node's pass over its vector caches (`sweep`, which each node's
+heartbeat runs within a heartbeat of a removal: `memory.search.upkeep`), so a removed vector stays in no
+file past that pass. Any file may be deleted at any time.
 """
 
 from __future__ import annotations

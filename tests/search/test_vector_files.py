@@ -18,14 +18,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from fermix_site import generations
+from fermix_site import generations, node
 from fermix_site.conf import conf
 from memory import embeddings
 from memory.conversations import ConversationKey, message_append
 from memory.erasure import memory_forget_owner
 from memory.models import Embedding, Message
 from memory.rows import memory_replace
-from memory.search import semantic, vector_files
+from memory.search import semantic, upkeep, vector_files
 from memory.tasks import vector_index_task
 from memory.tools import ToolContext, run_tool
 from memory.vectors import embed_pending, forget_message_vectors, vectors_generation
@@ -345,3 +345,51 @@ def test_two_threads_writing_one_scopes_file_at_once_leave_one_whole_file(home):
         one = next(w for w in written if len(w.ids) == len(each.ids))
         assert np.array_equal(each.matrix, one.matrix) and np.array_equal(each.keys, one.keys)
     assert not list(vector_files.path("m", "message", SCOPE).parent.glob("*.tmp"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_node_brings_its_own_files_current_at_its_heartbeat_after_a_removal(files, monkeypatch):
+    """The pass an erasure queues runs on one node; every node's heartbeat runs it for its own files."""
+    monkeypatch.setattr(upkeep, "AFTER_REMOVAL_S", 0.0)
+    said(30)
+    embed_pending()
+    recall()
+    path = scope_file()
+    abandoned = path.with_name(path.name + ".1-2.tmp")
+
+    def beat():
+        node.beat()  # every part of the node's heartbeat, this one among them
+        upkeep.join()
+
+    beat()  # the node's first pass: nothing to do
+    abandoned.write_bytes(b"half")
+    os.utime(abandoned, (0, 0))
+    beat()  # nothing removed since, and the last pass is recent: no pass
+    assert abandoned.exists()
+    first = Message.objects.filter(agent_id="main").order_by("id").first()
+    vector = Embedding.objects.get(kind="message", object_id=first.pk)
+    forget_message_vectors(Message.objects.filter(pk=first.pk), "main")
+    beat()  # a removal: this node's pass, with no task run
+    keys, data = file_vectors()
+    assert len(keys) == 29 and vector.id not in keys and bytes(vector.vector) not in data
+    assert not abandoned.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_node_runs_its_pass_at_most_once_a_minute_after_removals_and_every_five_minutes(files, monkeypatch):
+    said(30)
+    embed_pending()
+    recall()
+    path = scope_file()
+    upkeep.beat()
+    upkeep.join()
+    forget_message_vectors(Message.objects.filter(pk=Message.objects.order_by("id").first().pk), "main")
+    upkeep.beat()
+    upkeep.join()
+    assert vector_files.read(embeddings.embedder().model_id, "message", SCOPE,
+                             generations.current([vectors_generation("main", "message")]), 32).stale  # not yet
+    monkeypatch.setattr(upkeep, "EVERY_S", 0.0)  # five minutes later, a removal or none
+    upkeep.beat()
+    upkeep.join()
+    keys, _ = file_vectors()
+    assert len(keys) == 29 and path.exists()
