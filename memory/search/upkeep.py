@@ -3,12 +3,13 @@
 Both are each node's own, under its `$FERMIX_HOME/cache/vectors/`, while a scheduled or queued task runs on
 whichever node's cluster takes it: with several nodes, the pass an erasure queued cleaned one node's files,
 and a node could wait long for an index it lacked. So each node's heartbeat (`fermix_site.node`, every
-`[fermix_core.mirrors] interval_s`) runs the pass for its own files (`run`): when none has run on this
-node for EVERY_S, and, at most every AFTER_REMOVAL_S, when vectors of an agent whose caches the node holds
-were removed since its last pass (an erasure, a forgotten or changed memory row: the `vectors:<agent>:<kind>`
-generations). The pass runs on a thread of its own, one at a time, so the heartbeat's other parts (the
-prompt files' mirrors) never wait for an index build. The schedule `fermix-vector-index` and the task an
-erasure queues run the same pass, wherever they land.
+`[fermix_core.mirrors] interval_s`) runs the pass for its own files (`run`): when none has run on this node
+for EVERY_S, and, at most every AFTER_REMOVAL_S, when vectors of an agent whose caches the node holds were
+removed since its last pass (an erasure, a forgotten or changed memory row: the `vectors:<agent>:<kind>`
+generations) or a process of the node found no index for a scope that needs one (`ann.wanted`). The pass runs
+on a thread of its own, one at a time, so the heartbeat's other parts (the prompt files' mirrors) never wait
+for an index build. The schedule `fermix-vector-index` and the task an erasure queues run the same pass,
+wherever they land.
 """
 
 from __future__ import annotations
@@ -63,14 +64,16 @@ def beat() -> None:
     """The node heartbeat's part: start this node's pass on its own thread when one is due."""
     if embeddings.embedder() is None:
         return
-    seen, now = _removals_seen(), time.monotonic()
+    seen, now, flag = _removals_seen(), time.monotonic(), ann.wanted()
     with _lock:
         running, at = _last["thread"], _last["at"]
         if running is not None and running.is_alive():
             return
         since = None if at is None else now - at
-        if since is not None and since < EVERY_S and (seen == _last["seen"] or since < AFTER_REMOVAL_S):
+        asked = seen != _last["seen"] or flag.exists()
+        if since is not None and since < EVERY_S and (not asked or since < AFTER_REMOVAL_S):
             return
+        flag.unlink(missing_ok=True)
         thread = threading.Thread(target=_pass, name="fermix-vector-upkeep", daemon=True)
         _last.update(at=now, seen=seen, thread=thread)
     thread.start()

@@ -21,13 +21,14 @@ from usearch.index import Index
 
 from console.doctor import check_embeddings
 from fermix_site import conf as conf_module
+from fermix_site import node
 from fermix_site.conf import ConfigError
 from memory import embeddings
 from memory.conversations import ConversationKey, message_append
 from memory.erasure import memory_forget_owner
 from memory.models import Embedding
 from memory.rows import memory_archive
-from memory.search import ann, semantic
+from memory.search import ann, semantic, upkeep
 from memory.tasks import vector_index_task
 from memory.tools import ToolContext, run_tool
 from memory.vectors import embed_pending
@@ -153,6 +154,26 @@ def test_without_an_index_on_this_node_recall_says_it_is_being_built_and_asks_fo
     assert OrmQ.objects.count() == queued + 1
     vector_index_task("main")
     assert recall("beagle walk park", mode="hybrid").meta["mode"] == "hybrid"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_node_that_lacks_an_index_builds_it_at_its_next_heartbeat(large, monkeypatch):
+    """The task a search queues runs on whichever node's cluster takes it; the node that lacks the index
+    builds its own at its next heartbeat."""
+    monkeypatch.setattr(upkeep, "AFTER_REMOVAL_S", 0.0)
+
+    def beat():
+        node.beat()
+        upkeep.join()
+
+    beat()  # the node's first pass: no scope needs an index yet
+    history(60)
+    embed_pending()
+    beat()  # nothing asked for since: no pass
+    assert not index_file().exists()
+    assert recall("chess club tournament").meta["degraded"] == "vector_index_building"  # asks for one
+    beat()
+    assert index_file().exists() and recall("chess club tournament").meta["degraded"] is None
 
 
 def test_a_process_asks_for_an_index_once_a_minute_and_a_new_process_asks_again(large):
