@@ -378,14 +378,14 @@ def queue_refresh(agent_id: str) -> None:
             return
         _queued[agent_id] = now
     enqueue("memory.tasks.vector_index_task", agent_id, keep=False, task_name="vector index", group="embeddings")
-    wanted().touch()  # the task runs on one node: this node's heartbeat runs its own pass for it too
+    with contextlib.suppress(OSError):  # (a full disk: the task and the schedule still run)
+        wanted().parent.mkdir(parents=True, exist_ok=True)
+        wanted().touch()  # the task runs on one node: this node's heartbeat runs its own pass for it too
 
 
 def wanted() -> Path:
     """The flag a process of this node raises when it lacks an index (`memory.search.upkeep` reads it)."""
-    path = conf.home / "cache" / "vectors" / "wanted"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+    return conf.home / "cache" / "vectors" / "wanted"
 
 
 def status() -> list[dict]:
