@@ -53,14 +53,20 @@ def vectors_generation(agent_id: str, kind: str) -> str:
     return f"vectors:{agent_id}:{kind}"
 
 
+def scope_rows(model_id: str, kind: str, scope: dict, after_id: int = 0):
+    """A scope's rows of `embeddings` under the model (`scope`: the agent, and a conversation or an owner),
+    those stored after `after_id`: what exact search holds, an approximate index is built of, a node's file
+    of a scope keeps."""
+    return Embedding.objects.filter(model_id=model_id, kind=kind, id__gt=after_id, **scope)
+
+
 def embeddable_messages():
     return Message.objects.filter(kind__in=EMBEDDED_KINDS)
 
 
 def watermark(model_id: str, kind: str = Kind.MESSAGE, **scope) -> int:
     """The highest object id embedded under the model (in the scope's columns of `embeddings`), or 0."""
-    return (Embedding.objects.filter(model_id=model_id, kind=kind, **scope)
-            .aggregate(top=Max("object_id"))["top"] or 0)
+    return scope_rows(model_id, kind, scope).aggregate(top=Max("object_id"))["top"] or 0
 
 
 def pending_messages(model_id: str, agent_id: str | None = None, limit: int = BATCH) -> list[Message]:

@@ -39,6 +39,7 @@ from django.utils import timezone
 from fermix_site.conf import conf
 from fermix_site.enqueue import enqueue
 from memory.models import Embedding
+from memory.vectors import scope_rows
 
 try:
     import usearch
@@ -197,7 +198,7 @@ def clear() -> None:
 
 
 def _scope_rows(model_id: str, kind: str, agent_id: str):
-    return Embedding.objects.filter(model_id=model_id, kind=kind, agent_id=agent_id)
+    return scope_rows(model_id, kind, {"agent_id": agent_id})
 
 
 def _add(index, rows, dimensions: int, threads: int) -> tuple[int, np.ndarray]:

@@ -33,7 +33,7 @@ from memory import embeddings
 from memory.models import Embedding, Memory, Message, memories_generation
 from memory.search import ann, any_after, orm_filters, passing, vector_files
 from memory.search.rank import Scored
-from memory.vectors import EMBEDDED_KINDS, GRACE, vectors_generation
+from memory.vectors import EMBEDDED_KINDS, GRACE, scope_rows, vectors_generation
 
 try:
     import numkong
@@ -88,8 +88,7 @@ def _scope(kind: str, filters: dict) -> dict:
 
 
 def _rows(model_id: str, kind: str, scope: dict, after_id: int, columns=("id", "object_id", "vector")):
-    return (Embedding.objects.filter(model_id=model_id, kind=kind, id__gt=after_id, **scope).order_by("id")
-            .values_list(*columns))
+    return scope_rows(model_id, kind, scope, after_id).order_by("id").values_list(*columns)
 
 
 class TooLarge(Exception):

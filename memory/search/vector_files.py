@@ -38,8 +38,7 @@ import numpy as np
 
 from fermix_site import generations
 from fermix_site.conf import conf
-from memory.models import Embedding
-from memory.vectors import vectors_generation
+from memory.vectors import scope_rows, vectors_generation
 
 logger = logging.getLogger("fermix.memory.vector_files")
 
@@ -118,8 +117,8 @@ def read(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], dim
 def held(model_id: str, kind: str, scope: dict, after_id: int, last_id: int) -> np.ndarray:
     """The `embeddings` ids of the scope's vectors in (`after_id`, `last_id`], read from the scope's index
     alone (no vector): what a holder of the vectors read up to `last_id` keeps after a removal."""
-    rows = Embedding.objects.filter(model_id=model_id, kind=kind, id__gt=after_id, id__lte=last_id, **scope)
-    return np.fromiter((pk for (pk,) in rows.order_by().values_list("id")), dtype=np.int64)
+    rows = scope_rows(model_id, kind, scope, after_id).filter(id__lte=last_id).order_by().values_list("id")
+    return np.fromiter((pk for (pk,) in rows), dtype=np.int64)
 
 
 def without(stored: Stored, kept: np.ndarray) -> Stored:

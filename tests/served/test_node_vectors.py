@@ -19,7 +19,7 @@ from tests import units
 from tests.api.test_story import wait_for
 from tests.conftest import process_env, run_manage
 from tests.fakeprovider import embeddings_config_toml, provider_config_toml, unused_port, use_config
-from tests.served.test_nodes import Node, Redis, env_file, unexpected_tracebacks
+from tests.served.test_nodes import Node, Redis, env_file, stop_all
 
 if "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
     pytest.skip("several nodes share PostgreSQL: this test runs in the PostgreSQL pass of `make test`",
@@ -74,9 +74,4 @@ def test_each_node_builds_its_own_index_and_drops_erased_vectors_from_it(home, f
                 wait_for(f"node {node.name}'s index without bo's vectors",
                          lambda n=node: index_count(n, model_id) == 15, timeout=SOON)
         finally:
-            for node in nodes:
-                node.stop()
-            redis.stop()
-        for node in nodes:
-            output = node.log.read_text() if node.log.exists() else ""
-            assert not unexpected_tracebacks(output), f"node {node.name}:\n{output[-5000:]}"
+            stop_all(nodes, redis)

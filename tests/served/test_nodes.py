@@ -166,12 +166,17 @@ def cluster(home, fake_provider, tmp_path):
                          .json()["worker"]["state"] == "alive", timeout=180)
             yield a, b, c, keys, redis
         finally:
-            for node in nodes:
-                node.stop()
-            redis.stop()
-            for node in nodes:
-                output = node.log.read_text() if node.log.exists() else ""
-                assert not unexpected_tracebacks(output), f"node {node.name}:\n{output[-5000:]}"
+            stop_all(nodes, redis)
+
+
+def stop_all(nodes: list[Node], redis: Redis) -> None:
+    """Every node stopped as its unit is, then Redis; no node's log may hold a traceback of ours."""
+    for node in nodes:
+        node.stop()
+    redis.stop()
+    for node in nodes:
+        output = node.log.read_text() if node.log.exists() else ""
+        assert not unexpected_tracebacks(output), f"node {node.name}:\n{output[-5000:]}"
 
 
 def unexpected_tracebacks(output: str) -> list[str]:
