@@ -33,6 +33,7 @@ from memory import embeddings
 from memory.models import Embedding, Memory, Message, memories_generation
 from memory.search import ann, any_after, orm_filters, passing, vector_files
 from memory.search.rank import Scored
+from memory.search.vector_files import Stored
 from memory.vectors import EMBEDDED_KINDS, GRACE, scope_rows, vectors_generation
 
 try:
@@ -57,18 +58,8 @@ _SCORE_PARTS = max(1, min(os.cpu_count() or 1, 4))
 _score_pool = ThreadPoolExecutor(max_workers=max(1, _SCORE_PARTS - 1), thread_name_prefix="fermix-scores")
 
 
-@dataclass
-class _Entry:
-    generation: tuple[int, ...]
-    ids: np.ndarray  # object ids, in the order of the rows of `matrix`
-    matrix: np.ndarray  # float16, one unit vector a row
-    last_id: int  # the highest `embeddings.id` read
-    top_object: int  # the highest object id read
-    total: np.ndarray  # the sum of the rows of `matrix`, float32
-    keys: np.ndarray  # each row's `embeddings.id`
-
-
-_cache: dict[tuple, _Entry] = {}
+# scope key → (the generation it was read at, its vectors)
+_cache: dict[tuple, tuple[tuple[int, ...], Stored]] = {}
 # (model, scope filters, the highest embeddings.id read) → when the oldest memory row of the scope still
 # waiting for its vector was last changed (None: none waits), at the agent's memories and vectors generations
 _waiting = generations.local_cache(max_entries=MAX_ENTRIES)
@@ -95,19 +86,19 @@ class TooLarge(Exception):
     """The scope holds more vectors than exact search keeps in memory."""
 
 
-def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int = 0, top_object: int = 0) -> _Entry:
+def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int = 0, top_object: int = 0) -> Stored:
     """The scope's vectors stored after `after_id` (`embeddings.id`; past 0: those an agent's index does not
     hold yet), read once and kept current."""
     limit = conf.embeddings.exact_max_vectors
     key = (model_id, kind, tuple(sorted(scope.items())), after_id)
     generation = generations.current([vectors_generation(scope["agent_id"], kind)])
     with _lock:
-        entry = _cache.get(key)
+        read_at, entry = _cache.get(key, (None, None))
         too_large = _too_large.get(key) == generation
     if too_large or (entry is not None and len(entry.ids) > limit):  # (the limit may have been lowered)
         raise TooLarge(f"more than {limit:,} vectors in scope")
-    if entry is not None and entry.generation != generation:  # vectors of the agent were removed since
-        entry = _without_removed(entry, model_id, kind, scope, after_id, generation)
+    if entry is not None and read_at != generation:  # vectors of the agent were removed since
+        entry = _without_removed(entry, model_id, kind, scope, after_id)
     if entry is None:
         entry = _from_file(model_id, dimensions, kind, scope, generation) if not after_id else None
         # Counted by ids alone, so the scope's index answers without reading a vector.
@@ -116,7 +107,7 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
                 _too_large[key] = generation  # vectors only grow between removals: no need to count again
             raise TooLarge(f"more than {limit:,} vectors in scope")
         empty = np.zeros(0, dtype=np.int64)
-        entry = entry or _Entry(generation, empty, np.zeros((0, dimensions), dtype=np.float16), after_id, top_object,
+        entry = entry or Stored(empty, np.zeros((0, dimensions), dtype=np.float16), after_id, top_object,
                                 np.zeros(dimensions, dtype=np.float32), empty)
     # Past `after_id`, an agent's vectors stored after its approximate index, sought by id (embeddings_agent_idx).
     rows = list(_rows(model_id, kind, scope, entry.last_id)[:limit + 1])
@@ -125,20 +116,20 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
     if rows:
         added = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f2").reshape(-1, dimensions)
         top = max(entry.top_object, max(r[1] for r in rows))
-        entry = _Entry(generation, np.concatenate([entry.ids, np.fromiter((r[1] for r in rows), dtype=np.int64)]),
+        entry = Stored(np.concatenate([entry.ids, np.fromiter((r[1] for r in rows), dtype=np.int64)]),
                        np.concatenate([entry.matrix, added]), rows[-1][0], top,
                        entry.total + added.sum(axis=0, dtype=np.float32),
                        np.concatenate([entry.keys, np.fromiter((r[0] for r in rows), dtype=np.int64)]))
         if not after_id and len(rows) >= vector_files.FROM_VECTORS:  # the node's next processes read the file
-            vector_files.write(model_id, kind, scope, generation, _stored(entry))
+            vector_files.write(model_id, kind, scope, generation, entry)
     with _lock:
         if len(_cache) >= MAX_ENTRIES and key not in _cache:
             _cache.pop(next(iter(_cache)))
-        _cache[key] = entry
+        _cache[key] = (generation, entry)
     return entry
 
 
-def _from_file(model_id: str, dimensions: int, kind: str, scope: dict, generation: tuple[int, ...]) -> _Entry | None:
+def _from_file(model_id: str, dimensions: int, kind: str, scope: dict, generation: tuple[int, ...]) -> Stored | None:
     """The scope's vectors as this node's file of them holds them (`memory.search.vector_files`): a file
     written before a removal is brought current first (the rows whose vectors are gone dropped, the file
     written again), so a memory row changed anywhere in the agent does not send the next process to
@@ -146,28 +137,16 @@ def _from_file(model_id: str, dimensions: int, kind: str, scope: dict, generatio
     stored = vector_files.read(model_id, kind, scope, generation, dimensions)
     if stored is not None and stored.stale:
         stored = vector_files.current(model_id, kind, scope, generation, stored)
-    if stored is None or not len(stored.ids):
-        return None
-    return _of(generation, stored)
+    return stored if stored is not None and len(stored.ids) else None
 
 
-def _of(generation: tuple[int, ...], stored: vector_files.Stored) -> _Entry:
-    return _Entry(generation, stored.ids, stored.matrix, stored.last_id, stored.top_object, stored.total, stored.keys)
-
-
-def _without_removed(entry: _Entry, model_id: str, kind: str, scope: dict, after_id: int,
-                     generation: tuple[int, ...]) -> _Entry:
-    """`entry` at `generation`: without the rows whose vectors were removed since it was read, found by the
-    scope's `embeddings` ids up to the last it read, which the scope's index alone holds (no vector is read
-    again). Any removal bumps the generation of every scope of the agent's vectors of that kind, and a
-    changed memory row is one: reading the scope again after each took 0.8-1.0 s for an agent's 29,588 memory
+def _without_removed(entry: Stored, model_id: str, kind: str, scope: dict, after_id: int) -> Stored:
+    """`entry` without the rows whose vectors were removed since it was read, found by the scope's
+    `embeddings` ids up to the last it read, which the scope's index alone holds (no vector is read again).
+    Any removal bumps the generation of every scope of the agent's vectors of that kind, and a changed
+    memory row is one: reading the scope again after each took 0.8-1.0 s for an agent's 29,588 memory
     rows at a million messages on SQLite."""
-    held = vector_files.held(model_id, kind, scope, after_id, entry.last_id)
-    return _of(generation, vector_files.without(_stored(entry), held))
-
-
-def _stored(entry: _Entry) -> vector_files.Stored:
-    return vector_files.Stored(entry.ids, entry.matrix, entry.last_id, entry.top_object, entry.total, entry.keys)
+    return vector_files.without(entry, vector_files.held(model_id, kind, scope, after_id, entry.last_id))
 
 
 @generations.also_clear
@@ -365,7 +344,7 @@ def _approximate(kind: str, model, query: str, filter_sets: list[dict], *, pinne
                                                                                             strict=True)]
 
 
-def _best(entry: _Entry, vector: np.ndarray, wanted: int) -> list[tuple[int, float]]:
+def _best(entry: Stored, vector: np.ndarray, wanted: int) -> list[tuple[int, float]]:
     """The `wanted` nearest (object id, cosine) of an entry, best first."""
     if not len(entry.ids):
         return []

@@ -235,7 +235,7 @@ def test_the_file_holds_the_sum_and_the_ids_of_its_vectors_and_one_of_a_format_b
     first = recall()
     model = embeddings.embedder()
     rows = Embedding.objects.filter(kind="message", conversation="telegram:5:root").values_list("vector", flat=True)
-    generation = semantic._cache[next(iter(semantic._cache))].generation
+    generation, _ = semantic._cache[next(iter(semantic._cache))]
     stored = vector_files.read(model.model_id, "message", SCOPE, generation, model.dimensions)
     assert stored.total.tolist() == pytest.approx(embeddings.matrix(rows, model.dimensions).sum(axis=0).tolist(),
                                                   abs=1e-3)
