@@ -24,7 +24,7 @@ from memory.conversations import ConversationKey, message_append
 from memory.erasure import memory_forget_owner
 from memory.models import Embedding, Memory
 from memory.rows import memory_archive, memory_replace
-from memory.search import semantic
+from memory.search import semantic, vector_files
 from memory.tools import ToolContext, run_tool
 from memory.vectors import embed_pending, pending_counts, queue_embedding
 from tests.fakeprovider import EMBEDDINGS_PATH, provider_config_toml, use_config
@@ -329,8 +329,8 @@ def test_exact_scores_are_the_float32_dot_products_of_the_float16_rows_and_the_b
     vector = rng.standard_normal(384).astype(np.float32)
     expected = matrix.astype(np.float32) @ vector.astype(np.float16).astype(np.float32)
     np.testing.assert_allclose(semantic._scores(matrix, vector), expected, rtol=1e-5, atol=1e-4)
-    entry = semantic._Entry((1,), np.arange(100, 5_100), matrix, 0, 0, matrix.sum(axis=0, dtype=np.float32),
-                            np.arange(1, 5_001))
+    entry = vector_files.Stored(np.arange(100, 5_100), matrix, 0, 0, matrix.sum(axis=0, dtype=np.float32),
+                                np.arange(1, 5_001))
     best = semantic._best(entry, vector, 50)
     assert [pk for pk, _ in best] == [100 + i for i in np.argsort(-expected, kind="stable")[:50]]
     # Without numkong, numpy's float32 products give the same order.

@@ -64,7 +64,8 @@ def index_count(node: Node, model_id: str) -> int | None:
     return json.loads(meta.read_text())["count"] if meta.exists() and index.exists() else None
 
 
-def test_each_node_builds_its_own_index_and_drops_erased_vectors_from_its_caches(home, fake_provider, tmp_path, monkeypatch):
+def test_each_node_builds_its_own_index_and_drops_erased_vectors_from_its_caches(home, fake_provider, tmp_path,
+                                                                                 monkeypatch):
     monkeypatch.setattr(vector_files, "FROM_VECTORS", NOTES)
     redis = Redis(tmp_path)
     redis.start()
