@@ -19,7 +19,7 @@ from memory.conversations import KEY_PATTERN
 from memory.models import Category
 from memory.rows import MAX_VALUE_CHARS
 from memory.search import recall
-from memory.tools import MAX_LIMIT, SCOPES, SOURCES
+from memory.tools import MAX_CHARS, MAX_LIMIT, SCOPES, SOURCES
 from providers import anthropic, openai
 
 FORMATS = ("openai", "anthropic", "mcp")
@@ -59,7 +59,7 @@ TOOLS = (
             f"its id and the new value to correct it instead of adding a duplicate. At most {MAX_VALUE_CHARS} "
             "characters per value; store separate facts separately. Do not store secrets or passing chit-chat."),
         properties={
-            "key": {"type": "string", "maxLength": 200,
+            "key": {"type": "string", "maxLength": MAX_CHARS["key"],
                     "description": "a short stable name for the fact in snake_case, e.g. home_city, coffee_order"},
             "value": {"type": "string",
                       "description": "the fact as one declarative sentence about the user or the work, e.g. "
@@ -67,7 +67,8 @@ TOOLS = (
             "category": {"type": "string", "enum": list(Category.values), "description": CATEGORY_HELP},
             "id": {"type": "integer", "minimum": 1,
                    "description": "to correct a stored memory: its id (from memory_recall); give value too"},
-            "reason": {"type": "string", "maxLength": 2000, "description": "why it is stored or changed (optional)"},
+            "reason": {"type": "string", "maxLength": MAX_CHARS["reason"],
+                       "description": "why it is stored or changed (optional)"},
         },
         required=("value",),
     ),
@@ -80,9 +81,10 @@ TOOLS = (
             "words in the query (\"yesterday\", \"last week\", \"in August 2023\") narrow the search to that "
             "time. Each result carries its id and why it matched."),
         properties={
-            "query": {"type": "string", "maxLength": 1000,
+            "query": {"type": "string", "maxLength": MAX_CHARS["query"],
                       "description": "words or a question, e.g. 'where does the user live'"},
-            "key": {"type": "string", "maxLength": 200, "description": "the exact key of a memory, e.g. home_city"},
+            "key": {"type": "string", "maxLength": MAX_CHARS["key"],
+                    "description": "the exact key of a memory, e.g. home_city"},
             "scope": {"type": "string", "enum": list(SCOPES), "default": "current",
                       "description": "current: this conversation and the user's and agent's long-term memory; "
                                      "owner: everything about the user; all: every conversation"},
@@ -105,7 +107,7 @@ TOOLS = (
             "recalled and shown; the operator can restore it. Find its id with memory_recall first."),
         properties={
             "id": {"type": "integer", "minimum": 1, "description": "the id of the memory to archive"},
-            "reason": {"type": "string", "maxLength": 2000,
+            "reason": {"type": "string", "maxLength": MAX_CHARS["reason"],
                        "description": "why, e.g. 'the user moved' (kept in the memory's history)"},
         },
         required=("id",),

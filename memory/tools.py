@@ -25,6 +25,10 @@ SOURCES = ("memories", "history", "all")
 OPERATOR_ONLY = "operator_only"
 DEFAULT_LIMIT, MAX_LIMIT = 10, 50
 SNIPPET = 500
+# The longest text each argument may be, whichever way a call arrives (the HTTP tools, the MCP server, a
+# model's call in a turn); the definitions a model is given say the same (`maxLength`). Without a bound, a
+# query of a megabyte of quoted phrases or dates kept a worker busy for seconds to minutes.
+MAX_CHARS = {"query": 1000, "key": 200, "reason": 2000}
 
 
 @dataclass(frozen=True)
@@ -279,4 +283,8 @@ def run_tool(name: str, ctx: ToolContext, arguments) -> ToolResult:
         return refuse("unknown_tool", f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}")
     if not isinstance(arguments, dict):
         return refuse("invalid_argument", "arguments must be a JSON object")
+    for argument, most in MAX_CHARS.items():
+        value = _text(arguments, argument)
+        if value is not None and len(value) > most:
+            return refuse("invalid_argument", f"{argument} is {len(value):,} characters long; at most {most:,}")
     return TOOLS[name](ctx, arguments)

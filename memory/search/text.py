@@ -6,6 +6,8 @@ stop words and question words are dropped, the rest are stemmed like the index s
 and names and numbers weigh more because they pin a question to the message that answers it. Text in
 double quotes is also kept as a phrase (stop words included). Any string is a valid query. One made
 only of stop words ("the who") needs all of its words, newest first; one without words finds nothing.
+What a query costs is bounded whatever its length: MAX_TERMS words, MAX_PHRASES phrases of at most
+MAX_PHRASE_WORDS words each.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ WORD_RE = re.compile(r"[^\W_]+")
 ASCII_WORD_RE = re.compile(r"[a-z0-9]+")  # the same tokens, faster, once ASCII text is lower-cased
 PHRASE_RE = re.compile(r'"([^"]+)"')
 MAX_TERMS = 8
+MAX_PHRASES = 4  # quoted phrases read, the first distinct ones: each is an index pass of its own
+MAX_PHRASE_WORDS = 8  # a longer phrase is matched by its first eight words
 NAME_WEIGHT = 1.6  # a capitalised word inside the question, or a number
 
 STOP_WORDS = frozenset("""
@@ -217,12 +221,16 @@ def _is_name_or_number(raw: str, sentence_start: bool) -> bool:
 
 
 def analyse(text: str) -> Query:
-    """Content terms (deduplicated by stem, at most MAX_TERMS) and quoted phrases of `text`."""
+    """Content terms (deduplicated by stem, at most MAX_TERMS) and quoted phrases of `text` (at most
+    MAX_PHRASES, each of at most MAX_PHRASE_WORDS words), so that no query costs more than these: a query of
+    a thousand quoted phrases had run three thousand statements."""
     query = Query()
     for inner in PHRASE_RE.findall(text):
-        phrase = tuple(words(inner))
+        phrase = tuple(words(inner)[:MAX_PHRASE_WORDS])
         if len(phrase) > 1 and phrase not in query.phrases:
             query.phrases.append(phrase)
+            if len(query.phrases) == MAX_PHRASES:
+                break
         # A one-word "phrase" is just a word, counted below.
     candidates: list[Term] = []
     sentence_start = True

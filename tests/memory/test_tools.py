@@ -5,7 +5,8 @@ import pytest
 from fermix_site.conf import conf
 from memory.conversations import ConversationKey, message_append
 from memory.models import Memory, MemorySource
-from memory.tools import ToolContext, run_tool
+from memory.tool_definitions import definitions
+from memory.tools import MAX_CHARS, ToolContext, run_tool
 
 pytestmark = pytest.mark.django_db
 
@@ -143,6 +144,37 @@ def test_a_query_of_only_spaces_is_refused(home):
     call("memory_store", key="lang", value="writes C++ and node.js", category="interest")
     result = call("memory_recall", query="   ", source="all")
     assert not result.ok and result.data == {"error": "invalid_argument"}
+
+
+@pytest.mark.parametrize("name, arguments", [
+    ("memory_recall", {"query": "tea " * 250 + "x"}),
+    ("memory_recall", {"query": '"green tea" ' * 91}),
+    ("memory_recall", {"key": "k" * 201}),
+    ("memory_store", {"key": "k" * 201, "value": "v"}),
+    ("memory_store", {"key": "k", "value": "v", "reason": "r" * 2001}),
+    ("memory_forget", {"id": 1, "reason": ["r"] * 500}),  # not text: counted as the text it is taken for
+])
+def test_an_argument_longer_than_its_definition_says_is_refused_before_the_tool_runs(home, name, arguments):
+    row_id = call("memory_store", key="tea", value="prefers green tea", category="preference").data["id"]
+    result = call(name, **arguments)
+    assert not result.ok and result.data == {"error": "invalid_argument"}
+    assert "characters long; at most" in result.result
+    assert Memory.objects.get().id == row_id and Memory.objects.get().archived_at is None  # nothing written
+
+
+def test_a_query_at_its_longest_is_answered(home):
+    row_id = call("memory_store", key="tea", value="prefers green tea", category="preference").data["id"]
+    query = ("green tea " * 100)[:MAX_CHARS["query"]]
+    result = call("memory_recall", query=query)
+    assert result.ok and [d["id"] for d in result.data] == [row_id]
+
+
+def test_the_definitions_a_model_is_given_state_the_same_limits():
+    for definition in definitions("openai"):
+        properties = definition["function"]["parameters"]["properties"]
+        for argument, most in MAX_CHARS.items():
+            if argument in properties:
+                assert properties[argument]["maxLength"] == most
 
 
 def test_unknown_tools_and_bad_arguments(home):

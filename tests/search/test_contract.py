@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memory import search
@@ -84,6 +85,17 @@ class SearchContract:
         exact = self.add("she drinks green tea every morning", days_ago=5)
         assert self.ids('"green tea"')[0] == exact.id
         assert set(self.ids('"green tea"')) == {exact.id, apart.id}
+
+    def test_a_query_costs_no_more_than_its_first_phrases_however_many_it_quotes(self):
+        rows = [self.add(f"the {w} boat sailed past the harbour wall at dawn") for w in ("red", "old", "big")]
+        first = ' '.join(f'"the {w} boat sailed past the harbour wall at dawn"' for w in ("red", "old", "big", "new"))
+        many = first + " " + " ".join(f'"word{i} other{i}"' for i in range(300))
+        with CaptureQueriesContext(connection) as bounded:
+            expected = self.ids(first)
+        with CaptureQueriesContext(connection) as asked:
+            found = self.ids(many)
+        assert found == expected and set(found) == {r.id for r in rows}
+        assert len(asked.captured_queries) <= len(bounded.captured_queries)
 
     def test_names_and_numbers_weigh_more_than_plain_words(self):
         plain = self.add("the dinner was late", days_ago=0)

@@ -3,7 +3,7 @@
 import pytest
 
 from memory.search import plan
-from memory.search.text import analyse, fts_string, stem, words
+from memory.search.text import MAX_PHRASES, analyse, fts_string, stem, words
 
 
 @pytest.mark.parametrize("word, expected", [
@@ -44,6 +44,14 @@ def test_quoted_text_is_a_phrase_and_its_words_are_terms():
     query = analyse('did she say "green tea" or "x"?')
     assert query.phrases == [("green", "tea")]
     assert [t.word for t in query.terms] == ["green", "tea", "x"]
+
+
+def test_a_query_reads_at_most_four_phrases_of_at_most_eight_words():
+    query = analyse('"a b" "a b" "c d" "e f" "g h" "i j" "one two three four five six seven eight nine ten"')
+    assert query.phrases == [("a", "b"), ("c", "d"), ("e", "f"), ("g", "h")]
+    assert analyse('"one two three four five six seven eight nine ten"').phrases == [
+        ("one", "two", "three", "four", "five", "six", "seven", "eight")]
+    assert len(analyse(" ".join(f'"word{i} other{i}"' for i in range(1000))).phrases) == MAX_PHRASES
 
 
 def test_stop_words_alone_need_every_word():

@@ -201,6 +201,11 @@ def test_no_input_is_a_500(shared_server):
             "agent": "main", "conversation": HERE, "id": "seven"}}), headers=good),
         "NUL in a value": dict(json=rpc("tools/call", {"name": "memory_store", "arguments": {
             "agent": "main", "conversation": HERE, "key": "k", "value": "a\x00b"}}), headers=good),
+        "query too long": dict(json=rpc("tools/call", {"name": "memory_recall", "arguments": {
+            "agent": "main", "conversation": HERE, "query": "x" * 1001}}), headers=good),
+        "a body of quoted phrases": dict(json=rpc("tools/call", {"name": "memory_recall", "arguments": {
+            "agent": "main", "conversation": HERE, "source": "history",
+            "query": '"a b" ' * 100_000}}), headers=good),  # 800 KB as JSON, under the body limit
         "bad uri": dict(json=rpc("resources/read", {"uri": "file:///etc/passwd"}), headers=good),
         "unknown file": dict(json=rpc("resources/read", {"uri": "fermix://main/SECRETS.md"}), headers=good),
         "unknown agent's file": dict(json=rpc("resources/read", {"uri": "fermix://nobody/SOUL.md"}), headers=good),
@@ -223,6 +228,8 @@ def test_no_input_is_a_500(shared_server):
     assert answers["no key"].status_code == 401 and answers["no key"].json()["error"]["code"] == "missing_key"
     assert answers["trust typo"].json()["error"]["code"] == "invalid_trust"
     assert answers["too large"].status_code == 413
+    for name in ("query too long", "a body of quoted phrases"):  # refused before any search, not run for seconds
+        assert answers[name].json()["result"]["structuredContent"]["data"] == {"error": "invalid_argument"}, name
     for name in ("no agent", "bad agent", "bad conversation", "id not a number", "NUL in a value"):
         result = answers[name].json()["result"]
         assert result["isError"] is True and result["structuredContent"]["ok"] is False, (name, result)
