@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from memory.search.rank import Scored
+from memory.search.rank import SCORED_CHARS, Scored
 from memory.search.text import STOP_WORDS, stem, words
 
 # A relative clause after a noun: "the person who", "the company that", never the question's first word.
@@ -35,11 +35,12 @@ def wanted(query: str) -> bool:
 
 
 def names(texts: list[str], query: str) -> list[str]:
-    """The capitalised words of `texts` that are not stop words nor words of `query`, first seen first."""
+    """The capitalised words of `texts` that are not stop words nor words of `query`, first seen first; of a
+    very long text, those of its beginning, as it is ranked (two hits of 512 KiB each took 173 ms)."""
     asked = {stem(w) for w in words(query)}
     found: dict[str, str] = {}
     for text in texts:
-        for raw in re.findall(r"[^\W\d_]+", text):
+        for raw in re.findall(r"[^\W\d_]+", text[:SCORED_CHARS]):
             if not raw[:1].isupper() or len(raw) < 2 or raw.lower() == "i":
                 continue
             for word in words(raw):

@@ -3,7 +3,7 @@
 import pytest
 
 from memory.conversations import ConversationKey, message_append
-from memory.search import bridge
+from memory.search import bridge, rank
 from memory.tools import ToolContext, run_tool
 
 pytestmark = pytest.mark.django_db
@@ -43,6 +43,12 @@ def test_a_relative_clause_marks_a_two_hop_question():
 def test_names_are_the_capitalised_words_the_question_lacks():
     texts = ["Leah is brilliant, she already shapes baguettes better than me.", "I met Priya in Leeds. Leah too."]
     assert bridge.names(texts, "when did the person who shapes baguettes in Leeds start?") == ["Leah", "Priya"]
+
+
+def test_names_are_read_from_the_beginning_of_a_very_long_hit_as_it_is_ranked():
+    long = "she bakes bread every day. " * (rank.SCORED_CHARS // 27 + 1) + "Leah started in spring."
+    assert bridge.names([long], "when did the person who bakes start?") == []
+    assert bridge.names([long[-30:]], "when did the person who bakes start?") == ["Leah"]
 
 
 def test_the_row_a_name_links_comes_after_the_best_hits_and_says_why(history):
