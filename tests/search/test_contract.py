@@ -5,6 +5,7 @@
 """
 
 import random
+import tracemalloc
 from datetime import timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from django.utils import timezone
 
 from memory import search
 from memory.models import Memory, Message
+from memory.search.rank import SCORED_CHARS
 
 pytestmark = pytest.mark.django_db
 
@@ -114,6 +116,13 @@ class SearchContract:
         assert "«pottery»" in row.snippet and "«bowl»" in row.snippet
         assert row.search_score > 0
 
+    def test_a_very_long_rows_snippet_comes_from_its_beginning_as_it_is_scored(self):
+        filler = "and then some more words about nothing in particular " * (SCORED_CHARS // 50)
+        row = self.add("the pottery class starts soon, " + filler + "far away pottery wheel")
+        found = self.search("pottery wheel")
+        assert [r.id for r in found] == [row.id]
+        assert "«pottery»" in found[0].snippet and "wheel" not in found[0].snippet
+
     def test_the_limit_is_respected_and_clamped(self):
         for i in range(5):
             self.add(f"kayak outing number {i}")
@@ -161,6 +170,22 @@ class TestMessageSearch(SearchContract):
 
     def search(self, query, limit=20, **filters):
         return search.search_messages(query=query, filters={"agent_id": "main", **filters}, limit=limit)
+
+    def test_long_candidates_are_read_only_as_far_as_they_are_scored(self):
+        """Candidates and replies are read up to `SCORED_CHARS`: a conversation of long messages had each
+        query hold every candidate's whole text (80 of 500 KiB: 38 MiB)."""
+        long = "bread " + "lorem ipsum dolor sit amet " * (400 * 1024 // 27)
+        for n in range(40):
+            self.add(f"{n} {long}")
+        self.search("bread", limit=1)  # caches and statements warmed
+        tracemalloc.start()
+        try:
+            found = self.search("bread", limit=2)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert len(found) == 2
+        assert peak < 4 * 2**20  # the two rows shown, whole (0.8 MiB), and the rest as scored
 
     def test_filters_restrict_to_a_conversation_an_owner_or_an_agent(self):
         here = self.add("the ferry timetable", chat=1, owner="dana")
