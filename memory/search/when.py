@@ -9,6 +9,7 @@ Only the forms below are read; anything else stays query text. A day is a UTC da
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -199,17 +200,18 @@ class TimeQuery:
 def read_time(text: str, now: datetime) -> TimeQuery:
     """The spans of time `text` names, and `text` without them. Earlier forms win where two overlap."""
     today = now.astimezone(UTC).date()
-    found: list[tuple[int, int, Span]] = []
+    found: list[tuple[int, int, Span]] = []  # by position; no two overlap
     for form in FORMS:
         for match in form.pattern.finditer(text):
-            if any(start < match.end() and match.start() < end for start, end, _ in found):
+            # Only the expressions found next to it can overlap it (one check each, not one per expression).
+            at = bisect.bisect_left(found, match.start(), key=lambda item: item[0])
+            if (at and found[at - 1][1] > match.start()) or (at < len(found) and found[at][0] < match.end()):
                 continue
             span = form.read(match, today)
             if span is not None:
-                found.append((match.start(), match.end(), span))
+                found.insert(at, (match.start(), match.end(), span))
     if not found:
         return TimeQuery(text)
-    found.sort(key=lambda item: item[0])
     rest, cursor = [], 0
     for start, end, _ in found:
         rest.append(text[cursor:start])

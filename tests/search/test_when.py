@@ -44,6 +44,14 @@ def test_may_the_verb_is_no_month_and_text_without_time_is_unchanged():
     assert read_time("May 2025 plans, may I?", NOW).text == "plans, may I?"
 
 
+def test_several_expressions_are_read_in_order_and_an_earlier_form_keeps_its_words():
+    read = read_time("in March what, yesterday and on 25 May 2022, or in 2024?", NOW)
+    assert [s.label for s in read.spans] == ["time: 2026-03", "time: 2026-03-17", "time: 2022-05-25", "time: 2024"]
+    assert read.text == "what, and , or ?"
+    # "May 2022" and "2022" lie inside "on 25 May 2022", whose form comes first: one span, not three.
+    assert len(read_time("on 25 May 2022 " * 50, NOW).spans) == 50
+
+
 def test_an_impossible_day_is_read_as_its_month():
     assert [s.label for s in read_time("on 31 February 2026", NOW).spans] == ["time: 2026-02"]
 
