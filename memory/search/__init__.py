@@ -99,7 +99,7 @@ def _search(corpus: Corpus, query, filters: dict, limit: int) -> list:
 
 
 # The next messages of a hit's conversation on SQLite (PostgreSQL: `postgres.following`, one statement).
-REPLIES_SQL = (f"SELECT m.id, substr(m.content, 1, {rank.SCORED_CHARS + 1}), m.created_at FROM messages m "
+REPLIES_SQL = (f"SELECT m.id, substr(m.content, 1, {rank.READ_CHARS}), m.created_at FROM messages m "
                "WHERE {conversation} AND m.created_at >= %s "
                "AND {where} ORDER BY m.created_at, m.id LIMIT %s")
 

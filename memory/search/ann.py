@@ -379,9 +379,10 @@ def queue_refresh(agent_id: str) -> None:
             return
         _queued[agent_id] = now
     enqueue("memory.tasks.vector_index_task", agent_id, keep=False, task_name="vector index", group="embeddings")
+    flag = wanted()
     with contextlib.suppress(OSError):  # (a full disk: the task and the schedule still run)
-        wanted().parent.mkdir(parents=True, exist_ok=True)
-        wanted().touch()  # the task runs on one node: this node's heartbeat runs its own pass for it too
+        flag.parent.mkdir(parents=True, exist_ok=True)
+        flag.touch()  # the task runs on one node: this node's heartbeat runs its own pass for it too
 
 
 def wanted() -> Path:

@@ -461,9 +461,9 @@ def _ranked(cursor, corpus, query: Query, ids: list[int], filters: dict, idfs: d
     any_sql, any_params = _any(query)
     where, where_params = where_sql("t", filters)
     text = " || ': ' || ".join(f"t.{c}" for c in corpus.text_columns)
-    # A snippet from the beginning of a very long row, as on SQLite (`rank.SCORED_CHARS`): ts_headline parses
+    # A snippet from the beginning of a very long row, as on SQLite (`rank.READ_CHARS`): ts_headline parses
     # all it is given, 119 ms for a message of 512 KiB, and a query shows 20 of them.
-    body = f"left({text}, {rank.SCORED_CHARS})"
+    body = f"left({text}, {rank.READ_CHARS})"
     # In float8: numeric arithmetic (extract() returns numeric) cost 2 ms over 300 candidates.
     age_days = f"extract(epoch from (%s - t.{corpus.time_column}))::float8 / 86400.0"
     cursor.execute(
@@ -494,7 +494,7 @@ def _word_rows(cursor, corpus, query: Query, filters: dict, every: bool) -> list
     where, params = where_sql("t", filters)
     text = " || ': ' || ".join(f"t.{c}" for c in corpus.text_columns)
     words = (" AND " if every else " OR ").join(f"{text} ~* %s" for _ in query.terms)
-    cursor.execute(f"SELECT t.id, left({text}, {rank.SCORED_CHARS + 1}), t.{corpus.time_column} FROM {corpus.table} t "
+    cursor.execute(f"SELECT t.id, left({text}, {rank.READ_CHARS}), t.{corpus.time_column} FROM {corpus.table} t "
                    f"WHERE ({words}) AND {where} "
                    f"ORDER BY t.id DESC LIMIT %s", [*(rf"\m{t.word}\M" for t in query.terms), *params, plan.TERM_LIMIT])
     return cursor.fetchall()
@@ -517,7 +517,7 @@ def following(ids: list[int], filters: dict, count: int) -> dict[int, list[tuple
     if owner is not None:
         where, params = f"{where} AND m.owner_id || '' = %s", [*params, owner]
     sql = (
-        f"SELECT h.id, r.id, left(r.content, {rank.SCORED_CHARS + 1}) FROM messages h CROSS JOIN LATERAL "
+        f"SELECT h.id, r.id, left(r.content, {rank.READ_CHARS}) FROM messages h CROSS JOIN LATERAL "
         "(SELECT m.id, m.content, m.created_at "
         "FROM messages m WHERE m.agent_id = h.agent_id AND m.channel = h.channel AND m.chat_id = h.chat_id "
         "AND m.thread_scope = h.thread_scope AND (m.created_at, m.id) > (h.created_at, h.id) AND "

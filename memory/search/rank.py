@@ -25,6 +25,9 @@ RECENCY_WEIGHT = 0.25
 RECENCY_HALF_LIFE_DAYS = 30.0
 SNIPPET_WORDS = 30
 SCORED_CHARS = 20_000  # a very long message is scored on its beginning (the index still found it whole)
+# What a query reads of a row it ranks or shows: as far as it is scored, and one character more, which tells the
+# snippet the text was cut (a message of 512 KiB read whole for each of 80 candidates held 38 MiB).
+READ_CHARS = SCORED_CHARS + 1
 FLOOR = 0.01  # every candidate matched in the index; one the scorer cannot place still ranks, last
 MARK_START, MARK_END = "«", "»"
 

@@ -97,9 +97,7 @@ def _rows(cursor, corpus, ids: list[int], filters: dict) -> list[tuple[int, str,
         return []
     where, params = where_sql("t", filters, by_key=True)
     text = " || ': ' || ".join(f"t.{c}" for c in corpus.text_columns)
-    # A candidate is scored on its beginning (`rank.SCORED_CHARS`; one character more tells it was cut): 80
-    # candidates of 500 KiB each had cost the worker 38 MiB of memory at every query.
-    cursor.execute(f"SELECT t.id, substr({text}, 1, {rank.SCORED_CHARS + 1}), t.{corpus.time_column} "
+    cursor.execute(f"SELECT t.id, substr({text}, 1, {rank.READ_CHARS}), t.{corpus.time_column} "
                    f"FROM {corpus.table} t WHERE t.id IN ({', '.join(['%s'] * len(ids))}) AND {where}", [*ids, *params])
     return [(i, content or "", _when(when)) for i, content, when in cursor.fetchall()]
 
