@@ -94,7 +94,8 @@ def build(settings: EmbeddingsConf) -> Embedder | None:
     if settings.backend == "openai":
         return OpenAIEmbedder(settings)
     return LocalEmbedder(settings.model or DEFAULT_MODEL, threads=settings.threads,
-                         batch=settings.batch or LOCAL_BATCH, cache_dir=conf.home / "cache" / "embeddings")
+                         batch=settings.batch or LOCAL_BATCH, cache_dir=conf.home / "cache" / "embeddings",
+                         keep_free=conf.storage.min_free_bytes)
 
 
 _built: tuple[EmbeddingsConf, Embedder | None] | None = None

@@ -8,10 +8,12 @@ WordPiece vocabulary, which ships beside this module (`bert-uncased-vocab.txt`, 
 vocabulary of `bert-base-uncased`, byte for byte the one inside the all-MiniLM-L6-v2 tokenizer).
 onnxruntime comes from `memory.embeddings.runtime`, which turns its usage reporting off.
 
-The session and the tokenizer load on the first text to embed, once per process, so configuring the
-backend costs nothing until recall or the embedding task needs a vector. The first load on a node
-optimises the graph and keeps the result under `$FERMIX_HOME/cache/embeddings/`; later loads open that
-file without the optimiser, whose work briefly needs about 75 MiB more (a web worker stays under 300 MiB).
+The session and the tokenizer load on the first text to embed, once per process, so configuring the backend costs nothing until recall or
+the embedding task needs a vector. The first load on a node optimises the graph and keeps the result
+under `$FERMIX_HOME/cache/embeddings/`; later loads open that file without the optimiser, whose work
+briefly needs about 75 MiB more (a web worker stays under 300 MiB). The graph is kept only where its disk
+has room for it above the free space the service keeps (`[fermix_core.storage] min_free_mb`); where it
+has not, or the write fails, each load optimises again.
 One intra-op thread by default: a web worker embedding a query must not take the second core from the
 requests beside it.
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import BertWordPieceTokenizer, Tokenizer
 
+from fermix_site.storage import free_bytes
 from memory.embeddings.base import EmbeddingError, normalised
 from memory.embeddings.runtime import onnxruntime
 
@@ -41,6 +44,9 @@ BATCH = 8
 # No token of the vocabulary is longer than 18 characters, and one in a hundred is longer than 12, so a text
 # cut at 16 characters per token of the model's limit keeps every token the model would read.
 CHARS_PER_TOKEN = 16
+# The optimised graph is at most this many times the package's file (its int8 weights become float32: 88 MB
+# from 23 MB); it is kept only where that much fits above the free space the service keeps.
+GRAPH_GROWTH = 4
 # glibc keeps what a process frees for later mallocs; malloc_trim hands it back to the system.
 _TRIM = getattr(ctypes.CDLL(None), "malloc_trim", None)
 
@@ -75,12 +81,13 @@ class LocalEmbedder:
     """An ONNX sentence model from an installed package; `embed_*` load it on first use."""
 
     def __init__(self, name: str = DEFAULT_MODEL, *, threads: int = 1, batch: int = BATCH,
-                 cache_dir: Path | None = None):
+                 cache_dir: Path | None = None, keep_free: int = 0):
         if name not in MODELS:
             raise EmbeddingError(f"local embeddings: no model named {name!r} (known: {', '.join(MODELS)})",
                                  backend="local", code="embedding_model_unknown")
         self.model = MODELS[name]
         self.threads, self.batch, self.cache_dir = threads, batch, cache_dir
+        self.keep_free = keep_free  # bytes the kept graph must leave free on its disk
         try:
             self._distribution = importlib.metadata.distribution(self.model.distribution)
         except importlib.metadata.PackageNotFoundError:
@@ -166,10 +173,10 @@ class LocalEmbedder:
 
     def _optimising_session(self, path: Path) -> onnxruntime.InferenceSession:
         """The session from the package's file, optimised (the portable optimisations only, so the graph
-        can be kept), writing the optimised graph to the cache atomically when there is one."""
+        can be kept), writing the optimised graph to the cache atomically when there is one and room for it."""
         extended = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         cached = self.optimised_path
-        if cached is None:
+        if cached is None or not self._room_to_keep(path, cached.parent):
             return self._session_of(path, extended)
         temporary = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
         try:
@@ -177,10 +184,28 @@ class LocalEmbedder:
             session = self._session_of(path, extended, save_to=temporary)
             os.replace(temporary, cached)
             return session
-        except OSError as exc:  # a full or read-only disk: run without keeping the graph
+        # A disk that fills or turns read-only during the write (onnxruntime reports a failed
+        # serialisation, not an OSError): the part written is removed and the model runs without it.
+        except (OSError, EmbeddingError) as exc:
             logger.warning("local embedding model %s: the optimised graph was not kept: %s", self.model.name, exc)
             temporary.unlink(missing_ok=True)
             return self._session_of(path, extended)
+
+    def _room_to_keep(self, path: Path, folder: Path) -> bool:
+        """Whether the graph optimised from `path` may be written under `folder`: it must leave `keep_free`
+        bytes free on that disk, which the service's own writes need (a disk below it refuses them)."""
+        existing = next(p for p in (folder, *folder.parents) if p.exists())
+        try:
+            free, needed = free_bytes(existing), GRAPH_GROWTH * path.stat().st_size
+        except OSError as exc:
+            logger.warning("local embedding model %s: the optimised graph is not kept: %s", self.model.name, exc)
+            return False
+        if free - needed < self.keep_free:
+            logger.warning("local embedding model %s: the optimised graph is not kept, so each load optimises it "
+                           "again: %d MiB free under %s, and it needs up to %d MiB above the %d MiB kept free",
+                           self.model.name, free >> 20, existing, needed >> 20, self.keep_free >> 20)
+            return False
+        return True
 
     def _session_of(self, path: Path, level, save_to: Path | None = None) -> onnxruntime.InferenceSession:
         options = onnxruntime.SessionOptions()

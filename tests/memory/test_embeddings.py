@@ -14,6 +14,7 @@ import pytest
 
 from fermix_site import conf as conf_module
 from fermix_site.conf import ConfigError, EmbeddingsConf
+from fermix_site.storage import free_bytes
 from memory import embeddings
 from memory.embeddings import EmbeddingError, document_text, from_bytes, matrix, memory_text, message_text, to_bytes
 from memory.embeddings.local import MODELS, LocalEmbedder, LocalModel
@@ -22,6 +23,7 @@ from memory.embeddings.runtime import onnxruntime
 from memory.errors import CodedError
 from memory.models import Message
 from tests.fakeprovider import Reply, embeddings_config_toml, error, fake_embedding, garbage, unused_port, use_config
+from tests.tmpfs import mount_tmpfs, unmount
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -374,6 +376,39 @@ def test_a_broken_kept_graph_is_written_again(tmp_path):
 def test_the_configured_local_model_keeps_its_graph_under_fermix_home(home):
     model = embeddings.embedder()
     assert model.cache_dir == home.home / "cache" / "embeddings" and model.batch == 8
+    assert model.keep_free == home.storage.min_free_bytes > 0  # what the service keeps free for its own writes
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 40 MiB tmpfs: less than the optimised graph (88 MB)."""
+    folder = tmp_path / "small"
+    mount_tmpfs(folder, "40m")
+    yield folder
+    unmount(folder)
+
+
+def test_a_disk_without_room_for_the_graph_runs_the_model_without_keeping_it(small_disk, caplog):
+    model = LocalEmbedder(cache_dir=small_disk / "cache")
+    assert model.embed_query("still works").shape == (384,)
+    assert not (small_disk / "cache").exists() and free_bytes(small_disk) == 40 * 2**20  # nothing written
+    assert "the optimised graph is not kept, so each load optimises it again" in caplog.text
+
+
+def test_the_kept_graph_leaves_the_free_space_the_service_keeps(tmp_path, caplog):
+    model = LocalEmbedder(cache_dir=tmp_path / "cache", keep_free=free_bytes(tmp_path))
+    assert model.embed_query("still works").shape == (384,)
+    assert not model.optimised_path.exists() and "MiB kept free" in caplog.text
+
+
+def test_a_graph_whose_write_fails_part_way_leaves_nothing_behind(small_disk, caplog):
+    # The disk fills after the check (another writer); here the check is told to keep nothing free at all.
+    model = LocalEmbedder(cache_dir=small_disk / "cache", keep_free=-(1 << 40))
+    assert model.embed_query("still works").shape == (384,)
+    assert list((small_disk / "cache").iterdir()) == [] and free_bytes(small_disk) == 40 * 2**20
+    assert "the optimised graph was not kept" in caplog.text
+    vectors = model.embed_documents(["and again"])
+    assert np.allclose(vectors, LocalEmbedder().embed_documents(["and again"]), atol=1e-5)
 
 
 def test_the_embedding_benchmark_prints_the_default_models_goals_met_or_not():
