@@ -19,6 +19,9 @@ Before Django sees a request (`at_the_edge`), two things only the raw request sh
   sits. Django would keep it as `%FF` text in a path but as U+FFFD in a query: one key, two meanings;
 - the body, read now: a chunked body is read and limited like any other (Django would read it as
   empty), and a body that stops arriving is a 408 rather than a thread blocked inside a view.
+
+Each worker sends `web_worker_started` once the application is loaded, before its first request, for
+what an app would rather have ready than load inside a request (the memory app's embedding model).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import time
 from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
+from django.dispatch import Signal
 from gunicorn import glogging, util
 from gunicorn.http import errors as http_errors
 from gunicorn.util import write_nonblock
@@ -62,6 +66,10 @@ _CLIENT_ERRORS = [  # (gunicorn's exception, status, code, message), the first m
     (http_errors.ParseException, 400, "invalid_request", "the request is not valid HTTP/1.1"),
 ]
 
+
+# Sent in each web worker once the application is loaded, before the worker takes its first request: an
+# app starts there what a request would otherwise wait for on first use (the local embedding model).
+web_worker_started = Signal()
 
 DEFAULT_THREADS = 32
 # The worker timeout is only for a worker that stops answering its master; it must outlast the longest
@@ -215,6 +223,13 @@ def _send_quietly(sock: socket.socket, data: bytes) -> None:
 
 class ThreadWorker(gthread.ThreadWorker):
     """gunicorn's threaded worker with the read timeout and JSON errors (see the module docstring)."""
+
+    def load_wsgi(self):
+        super().load_wsgi()
+        # Whatever an app starts here is ahead of time only: a part that fails must not keep the worker down.
+        for receiver, result in web_worker_started.send_robust(sender=type(self)):
+            if isinstance(result, Exception):
+                self.log.error("web worker start: %s failed: %r", getattr(receiver, "__qualname__", receiver), result)
 
     def accept(self, listener):
         try:

@@ -19,9 +19,11 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self):
-        from fermix_site import node
-        from memory import checks  # noqa: F401 - registers the system checks (models must be loaded first)
+        from fermix_site import node, serving
+        from memory import checks, embeddings  # noqa: F401 - checks registers the system checks (after the models)
         from memory.search import upkeep
 
         post_migrate.connect(repair_search_mirrors, sender=self)
         node.on_beat(upkeep.beat)  # each node keeps its own vector caches
+        # A web worker loads the embedding model as it starts, so its first recall query does not wait.
+        serving.web_worker_started.connect(embeddings.load_ahead, dispatch_uid="fermix-embedding-model-ahead")

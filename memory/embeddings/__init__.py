@@ -3,8 +3,10 @@
 `embedder()` is the backend `[fermix_core.embeddings]` configures: `local` (the default: a small model
 shipped inside a Python package, no network; `memory.embeddings.local`), `openai` (any OpenAI-compatible
 `/v1/embeddings`; `memory.embeddings.openai`), or None for `none` (recall stays lexical). It is built once
-per process and configuration, and a local model loads on its first text, so a process that never
-recalls never pays for it.
+per process and configuration. A local model loads on its first text, so a command or task that never
+embeds never pays for it; a web worker, which will embed its recall queries, loads it as it starts, on a
+thread of its own (`load_ahead`), so that its first query does not wait for the load (a node's very
+first load also optimises the graph: about a second).
 
 A message is embedded as `message_text` writes it: the speaker, then the content, the way the transcript
 shows it to a model. Recall questions name the speaker ("what did she say about…", "who teaches her"),
@@ -15,8 +17,11 @@ dimension: 768 bytes for the default model's 384.
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import threading
+import time
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -28,10 +33,11 @@ from memory.embeddings.local import BATCH as LOCAL_BATCH
 from memory.embeddings.local import DEFAULT_MODEL, LocalEmbedder
 from memory.embeddings.openai import OpenAIEmbedder
 
-__all__ = ["Embedder", "EmbeddingError", "build", "document_text", "embedder", "from_bytes", "matrix",
+__all__ = ["Embedder", "EmbeddingError", "build", "document_text", "embedder", "from_bytes", "load_ahead", "matrix",
            "memory_text", "message_text", "normalised", "to_bytes"]
 
 STORED_DTYPE = np.dtype("<f2")
+logger = logging.getLogger("fermix.memory.embeddings")
 
 
 class Embedder(Protocol):
@@ -116,3 +122,31 @@ def embedder() -> Embedder | None:
             if built is None or built[0] != settings:
                 built = _built = (settings, build(settings))
     return built[1]
+
+
+def load_ahead(**_signal) -> threading.Thread | None:
+    """Load the configured local model on a thread of its own, now rather than on the first text (each web
+    worker as it starts: `fermix_site.serving.web_worker_started`). A query that arrives meanwhile waits
+    for the same load. Nothing is started for `none`, `openai` or a model already loaded; a model that
+    cannot load is logged here, and recall reports it as it would have (`embeddings_failed`)."""
+    try:
+        model = embedder()
+    except EmbeddingError as exc:
+        logger.warning("embedding model not loaded ahead: %s", exc)
+        return None
+    if not isinstance(model, LocalEmbedder) or model.loaded:
+        return None
+    thread = threading.Thread(target=_load, args=(model,), name="fermix-embedding-load", daemon=True)
+    thread.start()
+    return thread
+
+
+def _load(model: LocalEmbedder) -> None:
+    started = time.monotonic()
+    try:
+        model.load()
+    except EmbeddingError as exc:
+        logger.warning("embedding model not loaded ahead: %s", exc)
+        return
+    logger.info("local embedding model %s loaded ahead of the first query in %.0f ms (process %d)",
+                model.model.name, (time.monotonic() - started) * 1000, os.getpid())

@@ -8,7 +8,8 @@ WordPiece vocabulary, which ships beside this module (`bert-uncased-vocab.txt`, 
 vocabulary of `bert-base-uncased`, byte for byte the one inside the all-MiniLM-L6-v2 tokenizer).
 onnxruntime comes from `memory.embeddings.runtime`, which turns its usage reporting off.
 
-The session and the tokenizer load on the first text to embed, once per process, so configuring the backend costs nothing until recall or
+The session and the tokenizer load on the first text to embed, once per process (a web worker loads them
+as it starts: `memory.embeddings.load_ahead`), so configuring the backend costs nothing until recall or
 the embedding task needs a vector. The first load on a node optimises the graph and keeps the result
 under `$FERMIX_HOME/cache/embeddings/`; later loads open that file without the optimiser, whose work
 briefly needs about 75 MiB more (a web worker stays under 300 MiB). The graph is kept only where its disk

@@ -248,6 +248,32 @@ def test_the_embedder_is_built_once_per_configuration(home, fake_provider):
     assert embeddings.embedder() is not remote
 
 
+def test_load_ahead_loads_the_configured_local_model_on_a_thread_of_its_own(home, caplog):
+    model = embeddings.embedder()
+    assert not model.loaded
+    with caplog.at_level("INFO", logger="fermix.memory.embeddings"):
+        thread = embeddings.load_ahead()
+        assert thread.name == "fermix-embedding-load" and thread.daemon
+        thread.join(120)
+    assert model.loaded and embeddings.embedder() is model and model.optimised_path.is_file()
+    assert "loaded ahead of the first query in" in caplog.text and f"(process {os.getpid()})" in caplog.text
+    assert embeddings.load_ahead() is None  # loaded already: nothing more to start
+
+
+def test_load_ahead_starts_nothing_for_none_or_openai(home, fake_provider):
+    with conf_module.conf.use(dataclasses.replace(home, embeddings=EmbeddingsConf(backend="none"))):
+        assert embeddings.load_ahead() is None
+    with use_config(embeddings_config_toml(fake_provider)):
+        assert embeddings.load_ahead() is None
+    assert fake_provider.requests == []  # the remote model is not asked anything ahead
+
+
+def test_load_ahead_of_a_model_that_cannot_be_built_logs_it_and_goes_on(home, caplog):
+    with conf_module.conf.use(dataclasses.replace(home, embeddings=EmbeddingsConf(model="bert-large"))):
+        assert embeddings.load_ahead() is None
+    assert "embedding model not loaded ahead: local embeddings: no model named 'bert-large'" in caplog.text
+
+
 # --- the OpenAI-compatible backend against the loopback fake ------------------------------------------------
 
 
