@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+from pathlib import Path
 
 from fermix_site.conf import conf
 
@@ -56,6 +57,19 @@ def free_bytes(path=None) -> int:
     """Bytes an unprivileged writer may still use on the filesystem holding `path` (default FERMIX_HOME)."""
     stats = os.statvfs(path or conf.home)
     return stats.f_bavail * stats.f_frsize
+
+
+def room_for(path: Path, size: int, keep_free: int | None = None) -> bool:
+    """Whether `size` more bytes fit on the disk holding `path` (or its nearest folder that exists) and still
+    leave `keep_free` bytes free (default `[fermix_core.storage] min_free_mb`). A rebuildable cache (the
+    embedding model's graph, the vector indexes, the files of scopes' vectors) asks before it writes, so
+    that it never takes the room the service's own writes need; False when the disk cannot be read."""
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    try:
+        free = free_bytes(existing)
+    except OSError:
+        return False
+    return free - size >= (conf.storage.min_free_bytes if keep_free is None else keep_free)
 
 
 def storage_state() -> dict:

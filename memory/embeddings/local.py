@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import BertWordPieceTokenizer, Tokenizer
 
-from fermix_site.storage import free_bytes
+from fermix_site.storage import room_for
 from memory.embeddings.base import EmbeddingError, normalised
 from memory.embeddings.runtime import onnxruntime
 
@@ -177,7 +177,12 @@ class LocalEmbedder:
         can be kept), writing the optimised graph to the cache atomically when there is one and room for it."""
         extended = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         cached = self.optimised_path
-        if cached is None or not self._room_to_keep(path, cached.parent):
+        if cached is None:
+            return self._session_of(path, extended)
+        if not room_for(cached.parent, GRAPH_GROWTH * path.stat().st_size, self.keep_free):
+            logger.warning("local embedding model %s: the optimised graph is not kept, so each load optimises it "
+                           "again: up to %d MiB do not fit under %s above the %d MiB kept free", self.model.name,
+                           GRAPH_GROWTH * path.stat().st_size >> 20, cached.parent, self.keep_free >> 20)
             return self._session_of(path, extended)
         temporary = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
         try:
@@ -191,22 +196,6 @@ class LocalEmbedder:
             logger.warning("local embedding model %s: the optimised graph was not kept: %s", self.model.name, exc)
             temporary.unlink(missing_ok=True)
             return self._session_of(path, extended)
-
-    def _room_to_keep(self, path: Path, folder: Path) -> bool:
-        """Whether the graph optimised from `path` may be written under `folder`: it must leave `keep_free`
-        bytes free on that disk, which the service's own writes need (a disk below it refuses them)."""
-        existing = next(p for p in (folder, *folder.parents) if p.exists())
-        try:
-            free, needed = free_bytes(existing), GRAPH_GROWTH * path.stat().st_size
-        except OSError as exc:
-            logger.warning("local embedding model %s: the optimised graph is not kept: %s", self.model.name, exc)
-            return False
-        if free - needed < self.keep_free:
-            logger.warning("local embedding model %s: the optimised graph is not kept, so each load optimises it "
-                           "again: %d MiB free under %s, and it needs up to %d MiB above the %d MiB kept free",
-                           self.model.name, free >> 20, existing, needed >> 20, self.keep_free >> 20)
-            return False
-        return True
 
     def _session_of(self, path: Path, level, save_to: Path | None = None) -> onnxruntime.InferenceSession:
         options = onnxruntime.SessionOptions()

@@ -17,6 +17,9 @@ from the database whenever it is missing, unreadable or out of date, so it may b
   by every process of the node, and a rebuilt file (written beside, then renamed over) is seen by its
   inode and size at the next search. Each node keeps its own file, built by its own cluster's schedule
   (`fermix-vector-index`) or `manage.py vector_index_rebuild`.
+- An index is written only where it fits on its disk above `[fermix_core.storage] min_free_mb` (else
+  `no_room`: the scope's queries stay lexical and say so), and a write that fails part way leaves nothing
+  behind, so a cache never takes the room the service's own writes need.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from django.utils import timezone
 
 from fermix_site.conf import conf
 from fermix_site.enqueue import enqueue
+from fermix_site.storage import room_for
 from memory.models import Embedding
 from memory.vectors import scope_rows
 
@@ -230,11 +234,23 @@ def _new_index(dimensions: int):
                  expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
 
 
+class NoRoom(Exception):
+    """The index does not fit on its disk above the free space the service keeps for its own writes."""
+
+
 def _save(index, path: Path, meta: Meta) -> Meta:
     """Write the index beside its final name, then its meta, then rename the index over the old one."""
+    size = index.serialized_length
+    if not room_for(path.parent, size):
+        raise NoRoom(f"{meta.count:,} vectors, {size >> 20} MiB, do not fit under {path.parent} above the "
+                     f"{conf.storage.min_free_mb} MiB kept free")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    index.save(str(tmp))
+    try:
+        index.save(str(tmp))
+    except BaseException:  # a disk that filled meanwhile (usearch: "Failed to serialize into stream")
+        tmp.unlink(missing_ok=True)
+        raise
     os.chmod(tmp, 0o600)
     meta = Meta(**{**asdict(meta), "size": tmp.stat().st_size, "digest": _digest(tmp), "stat": list(_stat(tmp)),
                    "built_at": timezone.now().isoformat()})  # (a rename keeps the inode and the time)
@@ -298,19 +314,28 @@ def _building(path: Path):
 def refresh_one(model_id: str, dimensions: int, kind: str, agent_id: str, *, threads: int = 1,
                 rebuild: bool = False) -> str:
     """Bring one index up to date: `built` (none, unreadable, a vector it holds was removed, or
-    `rebuild`), `extended` (FOLD_EVERY or more vectors since), `current`, or `busy` (another builds it)."""
+    `rebuild`), `extended` (FOLD_EVERY or more vectors since), `current`, `busy` (another builds it), or
+    `no_room` (it does not fit on its disk above `min_free_mb`: a file there that is still usable is kept,
+    one holding a removed vector is deleted)."""
     path = index_path(model_id, kind, agent_id)
     with _building(path) as mine:
         if not mine:
             return "busy"
         meta = read_meta(path)
-        if (rebuild or not _whole(path, meta) or meta.dimensions != dimensions or _removed(meta)
-                or meta.total is None):  # built before the sum was kept: searched uncentred until rebuilt
-            build(model_id, dimensions, kind, agent_id, threads=threads)
-            return "built"
-        if _scope_rows(model_id, kind, agent_id).filter(id__gt=meta.last_id)[:FOLD_EVERY].count() >= FOLD_EVERY:
-            extend(meta, threads=threads)
-            return "extended"
+        # Unusable as it is: missing, damaged, of another dimension, or holding a vector removed since.
+        unusable = not _whole(path, meta) or meta.dimensions != dimensions or _removed(meta)
+        try:
+            if unusable or rebuild or meta.total is None:  # (no sum: built before it was kept; searched uncentred)
+                build(model_id, dimensions, kind, agent_id, threads=threads)
+                return "built"
+            if _scope_rows(model_id, kind, agent_id).filter(id__gt=meta.last_id)[:FOLD_EVERY].count() >= FOLD_EVERY:
+                extend(meta, threads=threads)
+                return "extended"
+        except NoRoom as exc:
+            logger.warning("vector index of %s's %s vectors not written: %s", agent_id, kind, exc)
+            if unusable:  # what was erased leaves this node's disk even so
+                remove(path)
+            return "no_room"
         if meta.stat is None or tuple(meta.stat) != _stat(path):  # found whole by its digest: known by its stat now
             _write_meta(path, Meta(**{**asdict(meta), "stat": list(_stat(path))}))
         return "current"

@@ -17,7 +17,8 @@ uses a file written before it as it is: a stale file is brought current where it
 rows whose `embeddings` ids are gone from the scope are dropped, and the file is written again at the
 generation they were checked at) and by the node's pass over its vector caches (`sweep`, which each node's
 heartbeat runs within a heartbeat of a removal: `memory.search.upkeep`), so a removed vector stays in no
-file past that pass. Any file may be deleted at any time.
+file past that pass. Any file may be deleted at any time. A file is written only where it fits on its
+disk above `[fermix_core.storage] min_free_mb`: a cache never takes the room the service's writes need.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import numpy as np
 
 from fermix_site import generations
 from fermix_site.conf import conf
+from fermix_site.storage import room_for
 from memory.vectors import scope_rows, vectors_generation
 
 logger = logging.getLogger("fermix.memory.vector_files")
@@ -135,11 +137,10 @@ def without(stored: Stored, kept: np.ndarray) -> Stored:
 
 def current(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], stored: Stored) -> Stored:
     """A stale file's vectors at `generation` (read before the scope's ids are): without the rows removed
-    since it was written, and the file written again with what is left (deleted if nothing is)."""
+    since it was written, and the file written again with what is left (deleted if nothing is, or if it
+    cannot be written: a removed vector stays in no file)."""
     kept = without(stored, held(model_id, kind, scope, 0, stored.last_id))
-    if len(kept.ids):
-        write(model_id, kind, scope, generation, kept)
-    else:
+    if not (len(kept.ids) and write(model_id, kind, scope, generation, kept)):
         remove(path(model_id, kind, scope))
     return kept
 
@@ -165,8 +166,9 @@ def _mapped(file, header: dict, offset: int, stale: bool = False) -> Stored:
                   keys, stale)
 
 
-def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], stored: Stored) -> None:
-    """Write the scope's vectors to its file. A cache: a failure (a full disk) is logged, never raised."""
+def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], stored: Stored) -> bool:
+    """Write the scope's vectors to its file; False when it was not written. A cache: a failure (a full
+    disk) is logged, never raised."""
     where = path(model_id, kind, scope)
     header = json.dumps({"model_id": model_id, "kind": kind, "scope": _pinned(scope),
                          "dimensions": int(stored.matrix.shape[1]), "generation": list(generation),
@@ -174,6 +176,11 @@ def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], st
                          "top_object": stored.top_object,
                          "total": [float(x) for x in np.asarray(stored.total, dtype=np.float32)]}).encode()
     start = MAGIC + struct.pack("<I", len(header)) + header
+    size = _aligned(len(start)) + len(stored.ids) * (16 + 2 * int(stored.matrix.shape[1]))
+    if not room_for(where.parent, size):
+        logger.warning("vectors file %s not written: %d KiB do not fit above the %d MiB kept free", where,
+                       size >> 10, conf.storage.min_free_mb)
+        return False
     # One temporary file a thread: two threads of a process may write the same scope's file at once.
     tmp = where.with_name(f"{where.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
@@ -184,9 +191,11 @@ def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], st
             file.write(np.ascontiguousarray(stored.keys, dtype="<i8").tobytes())
             file.write(np.ascontiguousarray(stored.matrix, dtype="<f2").tobytes())
         os.replace(tmp, where)
+        return True
     except OSError as exc:
         logger.warning("vectors file %s not written: %s", where, exc)
         remove(tmp)
+        return False
 
 
 def remove(where: Path) -> None:
@@ -231,9 +240,10 @@ def _swept(where: Path, model_id: str) -> str:
             stored = read(model_id, kind, scope, generation, header["dimensions"])
             if stored is None:  # damaged (and deleted) or emptied since
                 return "removed"
-            if stored.stale and not len(current(model_id, kind, scope, generation, stored).ids):
-                return "removed"
-            return "refreshed" if stored.stale else "kept"
+            if stored.stale:
+                current(model_id, kind, scope, generation, stored)
+                return "refreshed" if where.exists() else "removed"
+            return "kept"
     except (OSError, ValueError, KeyError, TypeError, struct.error):
         pass
     remove(where)

@@ -23,6 +23,7 @@ from console.doctor import check_embeddings
 from fermix_site import conf as conf_module
 from fermix_site import node
 from fermix_site.conf import ConfigError
+from fermix_site.storage import free_bytes
 from memory import embeddings
 from memory.conversations import ConversationKey, message_append
 from memory.erasure import memory_forget_owner
@@ -249,6 +250,51 @@ def test_erased_rows_are_never_returned_and_leave_the_file_with_the_next_pass(
     assert vector_index_task() == {"main:message": "built"}
     assert not bo_keys & indexed_keys()
     assert indexed_keys() == set(Embedding.objects.filter(kind="message").values_list("pk", flat=True))
+
+
+def no_room(server) -> str:
+    """The configuration with more space kept free than the disk has: no cache fits."""
+    return config(server, 40) + f"[fermix_core.storage]\nmin_free_mb = {(free_bytes(ann.conf.home) >> 20) + 1}\n"
+
+
+def test_an_index_that_does_not_fit_above_the_space_kept_free_is_not_written(large, caplog):
+    history(60)
+    embed_pending()
+    with use_config(no_room(large)):
+        assert vector_index_task() == {"main:message": "no_room"}
+        assert "vector index of main's message vectors not written" in caplog.text
+        assert not list(index_file().parent.glob("*.usearch*"))  # no index, meta or part of one
+        answer = recall("beagle walk park", mode="hybrid")
+        assert answer.meta["degraded"] == "vector_index_building" and answer.data  # lexical, and says so
+    assert vector_index_task() == {"main:message": "built"}  # room again
+    assert recall("beagle walk park", mode="hybrid").meta["mode"] == "hybrid"
+
+
+def test_an_index_holding_erased_vectors_is_deleted_when_its_rebuild_does_not_fit(large):
+    history(90)  # 60 left after the erasure: still past 40
+    embed_pending()
+    vector_index_task()
+    memory_forget_owner(owner_id="bo")
+    with use_config(no_room(large)):
+        assert vector_index_task() == {"main:message": "no_room"}
+        assert not list(index_file().parent.glob("*.usearch*"))  # bo's vectors left the disk all the same
+        assert recall("beagle walk park", mode="hybrid").meta["degraded"] == "vector_index_building"
+
+
+def test_an_index_that_still_serves_is_kept_when_the_vectors_since_do_not_fit(large, monkeypatch):
+    monkeypatch.setattr(ann, "FOLD_EVERY", 5)
+    history(60)
+    embed_pending()
+    vector_index_task()
+    held = indexed_keys()
+    for i in range(6):
+        said(f"{TOPICS[i]} later{i}")
+    embed_pending()
+    with use_config(no_room(large)):
+        assert vector_index_task() == {"main:message": "no_room"}
+        assert indexed_keys() == held  # the file is as it was, and searched with the new vectors beside it
+        assert recall("beagle walk park later0").meta["degraded"] is None
+    assert vector_index_task() == {"main:message": "extended"}
 
 
 def test_archived_memory_rows_are_never_returned(large):

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from fermix_site import generations, node
 from fermix_site.conf import conf
+from fermix_site.storage import free_bytes
 from memory import embeddings
 from memory.conversations import ConversationKey, message_append
 from memory.erasure import memory_forget_owner
@@ -100,6 +101,38 @@ def test_rows_stored_after_the_file_are_read_from_the_database_beside_it(files):
     semantic.clear()
     assert newest.id in recall(query=TOPICS[0] + " number0")  # found although the file does not hold it
     assert newest.id in recall(query=TOPICS[0])
+
+
+def no_room(server) -> str:
+    """The configuration with more space kept free than the disk has: no cache fits."""
+    return (provider_config_toml(server) + embeddings_config_toml(server, dimensions=32)
+            + f"[fermix_core.storage]\nmin_free_mb = {(free_bytes(conf.home) >> 20) + 1}\n")
+
+
+def test_a_scope_file_that_does_not_fit_above_the_space_kept_free_is_not_written(files, caplog):
+    said(30)
+    embed_pending()
+    with use_config(no_room(files)):
+        first = recall()
+        assert not scope_file().parent.exists() or not list(scope_file().parent.iterdir())
+        assert "do not fit above the" in caplog.text
+        semantic.clear()
+        assert recall() == first  # read from the database again
+    semantic.clear()
+    assert recall() == first and scope_file().exists()  # room again
+
+
+def test_a_stale_file_that_cannot_be_written_again_is_deleted(files):
+    said(30)
+    embed_pending()
+    first = recall()
+    vector = Embedding.objects.get(kind="message", object_id=first[0])
+    forget_message_vectors(Message.objects.filter(pk=first[0]), "main")
+    semantic.clear()
+    with use_config(no_room(files)):
+        assert first[0] not in recall()
+        assert not scope_file().exists()  # the removed vector stays in no file
+    assert vector.id not in set(Embedding.objects.values_list("pk", flat=True))
 
 
 def test_a_small_scope_is_not_written(files):

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from fermix_site import health
+from fermix_site import health, storage
 from fermix_site.conf import StorageConf, conf
 from fermix_site.models import Heartbeat
 
@@ -60,3 +60,13 @@ def test_healthz_is_503_while_less_than_min_free_mb_is_free(client, home):
     assert body["status"] == "error" and body["database"]["ok"] is True
     assert body["storage"]["ok"] is False and body["storage"]["free_bytes"] > 0
     assert client.get("/healthz").status_code == 200
+
+
+def test_a_cache_has_room_only_above_the_space_kept_free(home):
+    free = storage.free_bytes(home.home)
+    not_yet = home.home / "cache" / "vectors" / "main"  # asked of its nearest folder that exists
+    assert storage.room_for(not_yet, 1024) and storage.room_for(not_yet, 1024, keep_free=0)
+    assert not storage.room_for(not_yet, free + 2**30, keep_free=0)  # more than the disk has
+    with conf.use(dataclasses.replace(home, storage=StorageConf(min_free_mb=(free >> 20) + 1))):
+        assert not storage.room_for(not_yet, 1)  # the service's own margin would be taken
+    assert not not_yet.exists()
