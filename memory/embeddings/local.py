@@ -22,6 +22,7 @@ requests beside it.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import importlib.metadata
 import logging
 import os
@@ -174,7 +175,10 @@ class LocalEmbedder:
 
     def _optimising_session(self, path: Path) -> onnxruntime.InferenceSession:
         """The session from the package's file, optimised (the portable optimisations only, so the graph
-        can be kept), writing the optimised graph to the cache atomically when there is one and room for it."""
+        can be kept), writing the optimised graph to the cache atomically when there is one and room for it.
+        One process of the node optimises at a time (its web workers load as they start, all at once): the
+        others wait on the lock beside the graph, then open the graph it kept instead of each holding the
+        optimiser's peak of memory."""
         extended = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         cached = self.optimised_path
         if cached is None:
@@ -184,18 +188,28 @@ class LocalEmbedder:
                            "again: up to %d MiB do not fit under %s above the %d MiB kept free", self.model.name,
                            GRAPH_GROWTH * path.stat().st_size >> 20, cached.parent, self.keep_free >> 20)
             return self._session_of(path, extended)
-        temporary = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
-            session = self._session_of(path, extended, save_to=temporary)
-            os.replace(temporary, cached)
-            return session
-        # A disk that fills or turns read-only during the write (onnxruntime reports a failed
-        # serialisation, not an OSError): the part written is removed and the model runs without it.
-        except (OSError, EmbeddingError) as exc:
-            logger.warning("local embedding model %s: the optimised graph was not kept: %s", self.model.name, exc)
-            temporary.unlink(missing_ok=True)
+            lock = open(cached.with_name(f".{cached.name}.lock"), "a")  # noqa: SIM115 - closed by the with below
+        except OSError as exc:
+            logger.warning("local embedding model %s: the optimised graph is not kept: %s", self.model.name, exc)
             return self._session_of(path, extended)
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            session = self._cached_session()  # kept by another process while this one waited
+            if session is not None:
+                return session
+            temporary = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
+            try:
+                session = self._session_of(path, extended, save_to=temporary)
+                os.replace(temporary, cached)
+                return session
+            # A disk that fills or turns read-only during the write (onnxruntime reports a failed
+            # serialisation, not an OSError): the part written is removed and the model runs without it.
+            except (OSError, EmbeddingError) as exc:
+                logger.warning("local embedding model %s: the optimised graph was not kept: %s", self.model.name, exc)
+                temporary.unlink(missing_ok=True)
+                return self._session_of(path, extended)
 
     def _session_of(self, path: Path, level, save_to: Path | None = None) -> onnxruntime.InferenceSession:
         options = onnxruntime.SessionOptions()

@@ -383,13 +383,33 @@ def test_the_optimised_graph_is_kept_under_the_cache_dir_and_opened_as_it_is(loc
     kept = first.optimised_path
     assert kept.parent == tmp_path / "cache" and not kept.exists()
     vectors = first.embed_documents(texts)
-    assert kept.is_file() and [p.name for p in kept.parent.iterdir()] == [kept.name]  # no temporary left
+    assert kept.is_file() and {p.name for p in kept.parent.iterdir()} == {kept.name, f".{kept.name}.lock"}
     second = LocalEmbedder(cache_dir=tmp_path / "cache")
     second.load()
     assert second._loaded.session.get_session_options().graph_optimization_level == (
         onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL)  # opened as it is, no optimiser
     assert np.allclose(second.embed_documents(texts), vectors, atol=1e-5)
     assert np.allclose(vectors, local.embed_documents(texts), atol=1e-5)
+
+
+LOAD_PROBE = """
+import sys
+from pathlib import Path
+from memory.embeddings.local import LocalEmbedder
+model = LocalEmbedder(cache_dir=Path(sys.argv[1]))
+model.load()
+print(model._loaded.session.get_session_options().graph_optimization_level.name)
+"""
+
+
+def test_processes_that_load_at_once_optimise_the_graph_once(tmp_path):
+    """Web workers load as they start, all at once: one optimises and keeps the graph, the others open it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = [subprocess.Popen([sys.executable, "-c", LOAD_PROBE, str(tmp_path / "cache")], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    levels = sorted(process.communicate(timeout=180)[0].strip() for process in started)
+    assert levels == ["ORT_DISABLE_ALL", "ORT_DISABLE_ALL", "ORT_ENABLE_EXTENDED"]
+    assert [p.suffix for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")] == [".onnx"]
 
 
 def test_a_broken_kept_graph_is_written_again(tmp_path):
@@ -431,7 +451,8 @@ def test_a_graph_whose_write_fails_part_way_leaves_nothing_behind(small_disk, ca
     # The disk fills after the check (another writer); here the check is told to keep nothing free at all.
     model = LocalEmbedder(cache_dir=small_disk / "cache", keep_free=-(1 << 40))
     assert model.embed_query("still works").shape == (384,)
-    assert list((small_disk / "cache").iterdir()) == [] and free_bytes(small_disk) == 40 * 2**20
+    left = [p.name for p in (small_disk / "cache").iterdir() if not p.name.endswith(".lock")]
+    assert left == [] and free_bytes(small_disk) == 40 * 2**20
     assert "the optimised graph was not kept" in caplog.text
     vectors = model.embed_documents(["and again"])
     assert np.allclose(vectors, LocalEmbedder().embed_documents(["and again"]), atol=1e-5)
