@@ -17,8 +17,8 @@ from the database whenever it is missing, unreadable or out of date, so it may b
   by every process of the node, and a rebuilt file (written beside, then renamed over) is seen by its
   inode and size at the next search. Each node keeps its own file, built by its own cluster's schedule
   (`fermix-vector-index`) or `manage.py vector_index_rebuild`.
-- An index is written only where it fits on its disk above `[fermix_core.storage] min_free_mb` (else
-  `no_room`: the scope's queries stay lexical and say so), and a write that fails part way leaves nothing
+- An index is built and written only where it fits on its disk above `[fermix_core.storage] min_free_mb`
+  (else `no_room`: the scope's queries stay lexical and say so), and a write that fails part way leaves nothing
   behind, so a cache never takes the room the service's own writes need.
 """
 
@@ -238,12 +238,22 @@ class NoRoom(Exception):
     """The index does not fit on its disk above the free space the service keeps for its own writes."""
 
 
+def _check_room(path: Path, count: int, size: int) -> None:
+    if not room_for(path.parent, size):
+        raise NoRoom(f"{count:,} vectors, {size >> 20} MiB, do not fit under {path.parent} above the "
+                     f"{conf.storage.min_free_mb} MiB kept free")
+
+
+def _expected_size(count: int, dimensions: int) -> int:
+    """About what usearch writes for `count` vectors: each its int8 values, key and edges (533 bytes at 384
+    dimensions). Checked before a build, so that a node short of room does not build an index at every
+    pass only to drop it; the written size is checked again before the write."""
+    return count * (dimensions + 10 * CONNECTIVITY)
+
+
 def _save(index, path: Path, meta: Meta) -> Meta:
     """Write the index beside its final name, then its meta, then rename the index over the old one."""
-    size = index.serialized_length
-    if not room_for(path.parent, size):
-        raise NoRoom(f"{meta.count:,} vectors, {size >> 20} MiB, do not fit under {path.parent} above the "
-                     f"{conf.storage.min_free_mb} MiB kept free")
+    _check_room(path, meta.count, index.serialized_length)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -270,20 +280,25 @@ def _write_meta(path: Path, meta: Meta) -> None:
 def build(model_id: str, dimensions: int, kind: str, agent_id: str, *, threads: int = 1) -> Meta:
     """A new index of every vector of the scope stored now, from the database."""
     rows = _scope_rows(model_id, kind, agent_id).order_by("id").values_list("id", "vector")
-    index = _new_index(dimensions)
     last_id = _scope_rows(model_id, kind, agent_id).order_by("-id").values_list("id", flat=True).first() or 0
+    path = index_path(model_id, kind, agent_id)
+    expected = rows.filter(id__lte=last_id).count()
+    _check_room(path, expected, _expected_size(expected, dimensions))
+    index = _new_index(dimensions)
     count, total = _add(index, rows.filter(id__lte=last_id), dimensions, threads)
     meta = Meta(FORMAT, f"usearch {usearch.__version__}", model_id, kind, agent_id, dimensions, last_id,
                 _top_object(model_id, kind, agent_id, last_id), count, 0, "", "", [float(x) for x in total])
-    return _save(index, index_path(model_id, kind, agent_id), meta)
+    return _save(index, path, meta)
 
 
 def extend(meta: Meta, *, threads: int = 1) -> Meta:
     """The index with the vectors stored since it was built added (the file is rewritten whole)."""
     path = index_path(meta.model_id, meta.kind, meta.agent_id)
-    index = Index.restore(str(path), view=False)
     rows = _scope_rows(meta.model_id, meta.kind, meta.agent_id).filter(id__gt=meta.last_id).order_by("id")
     last_id = rows.order_by("-id").values_list("id", flat=True).first() or meta.last_id
+    expected = meta.count + rows.filter(id__lte=last_id).count()
+    _check_room(path, expected, _expected_size(expected, meta.dimensions))
+    index = Index.restore(str(path), view=False)
     added, total = _add(index, rows.filter(id__lte=last_id).values_list("id", "vector"), meta.dimensions, threads)
     return _save(index, path, Meta(**{**asdict(meta), "last_id": last_id, "count": meta.count + added,
                                       "top_object": _top_object(meta.model_id, meta.kind, meta.agent_id, last_id),

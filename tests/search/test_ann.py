@@ -252,6 +252,10 @@ def test_erased_rows_are_never_returned_and_leave_the_file_with_the_next_pass(
     assert indexed_keys() == set(Embedding.objects.filter(kind="message").values_list("pk", flat=True))
 
 
+def vectors_read(asked) -> list[str]:
+    return [q["sql"] for q in asked.captured_queries if '"embeddings"."vector"' in q["sql"]]
+
+
 def no_room(server) -> str:
     """The configuration with more space kept free than the disk has: no cache fits."""
     return config(server, 40) + f"[fermix_core.storage]\nmin_free_mb = {(free_bytes(ann.conf.home) >> 20) + 1}\n"
@@ -261,7 +265,9 @@ def test_an_index_that_does_not_fit_above_the_space_kept_free_is_not_written(lar
     history(60)
     embed_pending()
     with use_config(no_room(large)):
-        assert vector_index_task() == {"main:message": "no_room"}
+        with CaptureQueriesContext(connection) as asked:
+            assert vector_index_task() == {"main:message": "no_room"}
+        assert not vectors_read(asked)  # known before building it, not after: nothing built to be dropped
         assert "vector index of main's message vectors not written" in caplog.text
         assert not list(index_file().parent.glob("*.usearch*"))  # no index, meta or part of one
         answer = recall("beagle walk park", mode="hybrid")
@@ -291,7 +297,9 @@ def test_an_index_that_still_serves_is_kept_when_the_vectors_since_do_not_fit(la
         said(f"{TOPICS[i]} later{i}")
     embed_pending()
     with use_config(no_room(large)):
-        assert vector_index_task() == {"main:message": "no_room"}
+        with CaptureQueriesContext(connection) as asked:
+            assert vector_index_task() == {"main:message": "no_room"}
+        assert not vectors_read(asked)
         assert indexed_keys() == held  # the file is as it was, and searched with the new vectors beside it
         assert recall("beagle walk park later0").meta["degraded"] is None
     assert vector_index_task() == {"main:message": "extended"}
