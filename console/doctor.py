@@ -23,7 +23,7 @@ from fermix_site.conf import ConfigError, conf
 from fermix_site.queries import database_answers
 from fermix_site.storage import SQLITE_SYNCHRONOUS, SYNCHRONOUS_LEVELS, storage_state
 from memory import checks as memory_checks
-from memory import vectors
+from memory import embeddings, vectors
 from memory.models import ReviewRun
 from memory.search import ann
 from providers.models import ModelCall
@@ -235,12 +235,24 @@ def check_embeddings() -> Check:
                      details)
     large = ann.large_scopes(current["model_id"])
     indexed = {(i["agent_id"], i.get("kind")) for i in details["vector_indexes"] if i["whole"]}
-    unindexed = [f"{agent} {kind}" for agent, kind, _ in large if (agent, kind) not in indexed]
+    missing_indexes = [(agent, kind, n) for agent, kind, n in large if (agent, kind) not in indexed]
+    unindexed = [f"{agent} {kind}" for agent, kind, _ in missing_indexes]
     if unindexed:
-        why = "usearch is not installed" if not ann.available() else "run `python manage.py vector_index_rebuild`"
+        why = _why_no_index(missing_indexes)
         return Check("embeddings", WARNING, text + f"; no vector index on this node for {', '.join(unindexed)} "
                      f"({why}); their recall is lexical until there is", details)
     return Check("embeddings", OK, text + (f"; {len(indexed)} vector index(es)" if indexed else ""), details)
+
+
+def _why_no_index(missing: list[tuple[str, str, int]]) -> str:
+    """Why large scopes have no vector index on this node, and what to do about it."""
+    if not ann.available():
+        return "usearch is not installed"
+    model = embeddings.embedder()
+    if not all(ann.fits(model.model_id, model.dimensions, kind, agent, n) for agent, kind, n in missing):
+        return (f"they do not fit on this disk above [fermix_core.storage] min_free_mb = {conf.storage.min_free_mb}: "
+                "free some space")
+    return "run `python manage.py vector_index_rebuild`"
 
 
 def check_providers() -> Check:

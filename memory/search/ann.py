@@ -251,6 +251,11 @@ def _expected_size(count: int, dimensions: int) -> int:
     return count * (dimensions + 10 * CONNECTIVITY)
 
 
+def fits(model_id: str, dimensions: int, kind: str, agent_id: str, count: int) -> bool:
+    """Whether an index of `count` vectors would fit on this node's disk above `min_free_mb` (for `doctor`)."""
+    return room_for(index_path(model_id, kind, agent_id).parent, _expected_size(count, dimensions))
+
+
 def _save(index, path: Path, meta: Meta) -> Meta:
     """Write the index beside its final name, then its meta, then rename the index over the old one."""
     _check_room(path, meta.count, index.serialized_length)

@@ -402,6 +402,12 @@ def test_doctor_reports_a_large_scope_without_an_index(large):
     embed_pending()
     check = check_embeddings()
     assert check.status == "warning" and "no vector index on this node for main message" in check.message
+    assert "run `python manage.py vector_index_rebuild`" in check.message
+    with use_config(no_room(large)):
+        assert vector_index_task() == {"main:message": "no_room"}
+        check = check_embeddings()
+        assert check.status == "warning" and "no vector index on this node for main message" in check.message
+        assert "they do not fit on this disk above [fermix_core.storage] min_free_mb" in check.message
     vector_index_task()
     check = check_embeddings()
     assert check.status == "ok" and "1 vector index(es)" in check.message
