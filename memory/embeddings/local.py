@@ -183,14 +183,15 @@ class LocalEmbedder:
         cached = self.optimised_path
         if cached is None:
             return self._session_of(path, extended)
-        if not room_for(cached.parent, GRAPH_GROWTH * path.stat().st_size, self.keep_free):
+        needed = GRAPH_GROWTH * path.stat().st_size
+        if not room_for(cached.parent, needed, self.keep_free):
             logger.warning("local embedding model %s: the optimised graph is not kept, so each load optimises it "
                            "again: up to %d MiB do not fit under %s above the %d MiB kept free", self.model.name,
-                           GRAPH_GROWTH * path.stat().st_size >> 20, cached.parent, self.keep_free >> 20)
+                           needed >> 20, cached.parent, self.keep_free >> 20)
             return self._session_of(path, extended)
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
-            lock = open(cached.with_name(f".{cached.name}.lock"), "a")  # noqa: SIM115 - closed by the with below
+            lock = open(cached.with_name(f".{cached.name}.lock"), "a")  # (closed by the `with` below)
         except OSError as exc:
             logger.warning("local embedding model %s: the optimised graph is not kept: %s", self.model.name, exc)
             return self._session_of(path, extended)
