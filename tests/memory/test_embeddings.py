@@ -402,13 +402,14 @@ print(model._loaded.session.get_session_options().graph_optimization_level.name)
 """
 
 
-def test_processes_that_load_at_once_optimise_the_graph_once(tmp_path):
-    """Web workers load as they start, all at once: one optimises and keeps the graph, the others open it."""
+def test_processes_that_load_at_once_optimise_the_graph_once_apart_and_all_open_it(tmp_path):
+    """Web workers load as they start, all at once: the graph is optimised once, in a process of its own that
+    ends (a worker does not hold the optimiser's peak), and every worker opens the graph kept."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     started = [subprocess.Popen([sys.executable, "-c", LOAD_PROBE, str(tmp_path / "cache")], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
     levels = sorted(process.communicate(timeout=180)[0].strip() for process in started)
-    assert levels == ["ORT_DISABLE_ALL", "ORT_DISABLE_ALL", "ORT_ENABLE_EXTENDED"]
+    assert levels == ["ORT_DISABLE_ALL"] * 3
     assert [p.suffix for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")] == [".onnx"]
 
 
