@@ -1,4 +1,5 @@
-"""Small filesystems for storage-fault tests: a tmpfs mounted on a folder, and a file that fills it.
+"""Small filesystems for storage-fault tests: a tmpfs mounted on a folder, a file that fills it, and a
+configuration that leaves a disk no room.
 
 Mounting needs root. Where it is refused the test is skipped, and the skip reason says so.
 """
@@ -12,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from fermix_site.storage import free_bytes
 
 
 def mount_tmpfs(folder: Path, size: str, *, owner: str | None = None) -> None:
@@ -50,3 +53,9 @@ def fill(folder: Path) -> Path:
             except OSError as exc:
                 assert exc.errno == errno.ENOSPC
     return filler
+
+
+def keeping_more_free_than(folder: Path) -> str:
+    """A `[fermix_core.storage]` table that keeps more space free than the disk of `folder` has: no cache
+    fits there (config text, for `use_config`)."""
+    return f"[fermix_core.storage]\nmin_free_mb = {(free_bytes(folder) >> 20) + 1}\n"

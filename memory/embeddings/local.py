@@ -54,16 +54,8 @@ GRAPH_GROWTH = 4
 # The graph is optimised in a process of its own, which ends once the graph is kept: the optimiser's peak (the
 # int8 weights unpacked to float32 beside the file's copy) is never a web worker's, and a worker that had
 # optimised kept much of it (345 MiB resident after serving, against 257 for one that opened the kept graph).
-OPTIMISE = """
-import sys
-from memory.embeddings.runtime import onnxruntime
-options = onnxruntime.SessionOptions()
-options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-options.optimized_model_filepath = sys.argv[2]
-options.log_severity_level = 3
-options.intra_op_num_threads = 1
-onnxruntime.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
-"""
+OPTIMISE = ("import sys; from pathlib import Path; from memory.embeddings.local import LocalEmbedder; "
+            "LocalEmbedder(sys.argv[1]).optimise_into(Path(sys.argv[2]))")
 OPTIMISE_TIMEOUT_S = 300
 PROJECT = Path(__file__).resolve().parents[2]
 # glibc keeps what a process frees for later mallocs; malloc_trim hands it back to the system.
@@ -220,7 +212,7 @@ class LocalEmbedder:
                 return session
             temporary = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
             try:
-                self._optimise_apart(path, temporary)
+                self._optimise_apart(temporary)
                 os.replace(temporary, cached)
             # A disk that fills or turns read-only during the write (onnxruntime reports a failed
             # serialisation, not an OSError): the part written is removed and the model runs without it.
@@ -230,9 +222,13 @@ class LocalEmbedder:
                 return self._session_of(path, extended)
             return self._cached_session() or self._session_of(path, extended)
 
-    def _optimise_apart(self, path: Path, target: Path) -> None:
-        """Optimise the graph of `path` into `target` in a new process (`OPTIMISE`)."""
-        done = subprocess.run([sys.executable, "-c", OPTIMISE, str(path), str(target)], cwd=PROJECT,
+    def optimise_into(self, target: Path) -> None:
+        """Optimise the package's graph into `target` (what `OPTIMISE` runs, in a process of its own)."""
+        self._session_of(self.path, onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, save_to=target)
+
+    def _optimise_apart(self, target: Path) -> None:
+        """Optimise the graph into `target` in a new process (`OPTIMISE`)."""
+        done = subprocess.run([sys.executable, "-c", OPTIMISE, self.model.name, str(target)], cwd=PROJECT,
                               env={**os.environ, "PYTHONPATH": str(PROJECT)}, capture_output=True, text=True,
                               timeout=OPTIMISE_TIMEOUT_S)
         if done.returncode != 0 or not target.is_file():

@@ -150,7 +150,7 @@ def _verdict(header: dict, size: int, identity: tuple, generation: tuple[int, ..
     (written before a removal now committed); `damaged` (cut short) or `foreign` (another scope's)."""
     if (header["model_id"], header["kind"], header["scope"], header["dimensions"]) != identity:
         return "foreign"
-    if size != header["count"] * (16 + 2 * header["dimensions"]):
+    if size != _data_bytes(header["count"], header["dimensions"]):
         return "damaged"
     if header["generation"] == list(generation):
         return "current"
@@ -166,6 +166,11 @@ def _mapped(file, header: dict, offset: int, stale: bool = False) -> Stored:
                   keys, stale)
 
 
+def _data_bytes(count: int, dimensions: int) -> int:
+    """What a file holds after its header: each row's id and `embeddings` id (8 bytes each), its float16 vector."""
+    return count * (16 + 2 * dimensions)
+
+
 def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], stored: Stored) -> bool:
     """Write the scope's vectors to its file; False when it was not written. A cache: a failure (a full
     disk) is logged, never raised."""
@@ -176,7 +181,7 @@ def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], st
                          "top_object": stored.top_object,
                          "total": [float(x) for x in np.asarray(stored.total, dtype=np.float32)]}).encode()
     start = MAGIC + struct.pack("<I", len(header)) + header
-    size = _aligned(len(start)) + len(stored.ids) * (16 + 2 * int(stored.matrix.shape[1]))
+    size = _aligned(len(start)) + _data_bytes(len(stored.ids), int(stored.matrix.shape[1]))
     if not room_for(where.parent, size):
         logger.warning("vectors file %s not written: %d KiB do not fit above the %d MiB kept free", where,
                        size >> 10, conf.storage.min_free_mb)

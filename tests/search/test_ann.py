@@ -23,7 +23,6 @@ from console.doctor import check_embeddings
 from fermix_site import conf as conf_module
 from fermix_site import node
 from fermix_site.conf import ConfigError
-from fermix_site.storage import free_bytes
 from memory import embeddings
 from memory.conversations import ConversationKey, message_append
 from memory.erasure import memory_forget_owner
@@ -35,6 +34,7 @@ from memory.tools import ToolContext, run_tool
 from memory.vectors import embed_pending
 from tests.fakeprovider import embeddings_config_toml, provider_config_toml, use_config
 from tests.memory_factories import fact
+from tests.tmpfs import keeping_more_free_than
 
 pytestmark = pytest.mark.django_db
 TOPICS = ["beagle walk park", "pottery class clay", "train ticket Leeds", "knee physio run", "pasta dinner wine",
@@ -258,7 +258,7 @@ def vectors_read(asked) -> list[str]:
 
 def no_room(server) -> str:
     """The configuration with more space kept free than the disk has: no cache fits."""
-    return config(server, 40) + f"[fermix_core.storage]\nmin_free_mb = {(free_bytes(ann.conf.home) >> 20) + 1}\n"
+    return config(server, 40) + keeping_more_free_than(ann.conf.home)
 
 
 def test_an_index_that_does_not_fit_above_the_space_kept_free_is_not_written(large, caplog):

@@ -20,7 +20,6 @@ from django.utils import timezone
 
 from fermix_site import generations, node
 from fermix_site.conf import conf
-from fermix_site.storage import free_bytes
 from memory import embeddings
 from memory.conversations import ConversationKey, message_append
 from memory.erasure import memory_forget_owner
@@ -32,6 +31,7 @@ from memory.tools import ToolContext, run_tool
 from memory.vectors import embed_pending, forget_message_vectors, vectors_generation
 from tests.fakeprovider import embeddings_config_toml, provider_config_toml, use_config
 from tests.memory_factories import fact
+from tests.tmpfs import keeping_more_free_than
 
 pytestmark = pytest.mark.django_db
 CONV = "telegram:5"
@@ -106,7 +106,7 @@ def test_rows_stored_after_the_file_are_read_from_the_database_beside_it(files):
 def no_room(server) -> str:
     """The configuration with more space kept free than the disk has: no cache fits."""
     return (provider_config_toml(server) + embeddings_config_toml(server, dimensions=32)
-            + f"[fermix_core.storage]\nmin_free_mb = {(free_bytes(conf.home) >> 20) + 1}\n")
+            + keeping_more_free_than(conf.home))
 
 
 def test_a_scope_file_that_does_not_fit_above_the_space_kept_free_is_not_written(files, caplog):
