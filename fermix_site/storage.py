@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from fermix_site.conf import conf
@@ -70,6 +71,29 @@ def room_for(path: Path, size: int, keep_free: int | None = None) -> bool:
     except OSError:
         return False
     return free - size >= (conf.storage.min_free_bytes if keep_free is None else keep_free)
+
+
+class NoRoom(Exception):
+    """A write stopped before it took the room `[fermix_core.storage] min_free_mb` keeps for the service."""
+
+
+ROOM_CHECK_BYTES = 1 << 20
+
+
+def keeping_room(path: Path, chunks: Iterable[bytes], *, every: int = ROOM_CHECK_BYTES) -> Iterator[bytes]:
+    """`chunks` passed on while the next `every` bytes still fit on the disk holding `path` above
+    `min_free_mb`: checked before the first chunk and each time another `every` bytes have passed; raises
+    NoRoom otherwise. For a write whose size is known only once it is done (an export), so that it stops
+    short of the service's room instead of filling the disk and refusing every append while it runs."""
+    unchecked = 0
+    for chunk in chunks:
+        if unchecked == 0 or unchecked >= every:
+            if not room_for(path, every):
+                raise NoRoom(f"writing more under {path.parent} would leave less than the "
+                             f"{conf.storage.min_free_mb} MiB kept free for the service's own writes")
+            unchecked = 0
+        unchecked += len(chunk)
+        yield chunk
 
 
 def storage_state() -> dict:

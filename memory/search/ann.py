@@ -41,7 +41,7 @@ from django.utils import timezone
 
 from fermix_site.conf import conf
 from fermix_site.enqueue import enqueue
-from fermix_site.storage import room_for
+from fermix_site.storage import NoRoom, room_for
 from memory.models import Embedding
 from memory.vectors import scope_rows
 
@@ -232,10 +232,6 @@ def _add(index, rows, dimensions: int, threads: int) -> tuple[int, np.ndarray]:
 def _new_index(dimensions: int):
     return Index(ndim=dimensions, metric="cos", dtype="i8", connectivity=CONNECTIVITY,
                  expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
-
-
-class NoRoom(Exception):
-    """The index does not fit on its disk above the free space the service keeps for its own writes."""
 
 
 def _check_room(path: Path, count: int, size: int) -> None:

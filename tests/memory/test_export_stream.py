@@ -6,12 +6,15 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from fermix_site.conf import conf
+from fermix_site.storage import free_bytes
 from memory import portability
 from memory.conversations import message_append
 from memory.models import Conversation, Memory, MemoryEvent, MemorySource, Message, ReviewRun, ReviewState
 from providers.models import ModelCall
 from resources.models import Resource, ResourceRevision
+from tests.fakeprovider import use_config
 from tests.memory.test_erasure_export import populate
+from tests.tmpfs import mount_tmpfs, unmount
 
 pytestmark = pytest.mark.django_db
 
@@ -114,3 +117,29 @@ def test_an_owner_export_carries_the_model_calls_of_their_conversations_only(hom
     calls = [o["fields"]["call_id"] for o in portability.memory_export(agent_id="main")["objects"]
              if o["model"] == "providers.modelcall"]
     assert calls == ["main-telegram:1:root", "main-slack:9:root"]
+
+
+@pytest.fixture
+def small_exports(home):
+    """`$FERMIX_HOME/exports` on an 8 MiB disk of its own."""
+    folder = conf.home / "exports"
+    mount_tmpfs(folder, "8m")
+    yield folder
+    unmount(folder)
+
+
+def test_an_export_stops_before_it_takes_the_room_kept_for_the_service(small_exports, capsys):
+    for n in range(30):  # about 3 MB of export
+        message_append(agent_id="main", conversation="telegram:1", role="user", content=f"{n} " + "x" * 100_000,
+                       trust="operator")
+    with use_config("[fermix_core.storage]\nmin_free_mb = 6\n"), pytest.raises(CommandError) as caught:
+        call_command("memory_export", "--output", "main.jsonl")  # 2 MiB of the 8 may be written
+    assert "the export stopped and nothing was written" in str(caught.value)
+    assert "less than the 6 MiB kept free" in str(caught.value) and "standard output" in str(caught.value)
+    assert list(small_exports.iterdir()) == [] and free_bytes(small_exports) == 8 * 2**20  # no part left behind
+    with use_config("[fermix_core.storage]\nmin_free_mb = 1\n"):
+        call_command("memory_export", "--output", "main.jsonl")
+    exported = rows(small_exports / "main.jsonl")
+    assert sum(row["model"] == "memory.message" for row in exported) == 30
+    print(f"export of {(small_exports / 'main.jsonl').stat().st_size:,} bytes on an 8 MiB disk: "
+          f"refused whole with 6 MiB kept free, written with 1 MiB kept free")

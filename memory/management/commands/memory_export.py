@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from fermix_site.conf import conf
 from fermix_site.progress import Progress
+from fermix_site.storage import NoRoom, keeping_room
 from memory.portability import PortabilityError, export_lines, export_path, export_size
 from resources.files import write_atomic
 
@@ -30,9 +31,12 @@ class Command(BaseCommand):
                 for line in lines:
                     self.stdout.write(line)
             else:
-                write_atomic(path, (line.encode("utf-8") + b"\n" for line in lines))
+                write_atomic(path, keeping_room(path, (line.encode("utf-8") + b"\n" for line in lines)))
         except PortabilityError as exc:
             raise CommandError(str(exc)) from None
+        except NoRoom as exc:
+            raise CommandError(f"the export stopped and nothing was written: {exc}. Free some space, or export to "
+                               "standard output (without --output) onto another disk") from None
         progress.finish()
         if path is not None:
             self.stderr.write(f"wrote {progress.done:,} row(s) to {path}")
