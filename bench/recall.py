@@ -26,6 +26,10 @@ span recall has to search within (`memory.days`). Before them, each scope's firs
 the classes are timed warm and the cost of a scope's first question is shown on its own; the goal table
 gives both against the budget.
 
+With `--mode hybrid`, two rows more: memory recall over all conversations right after a memory row changes
+(`after_a_change`), and recall in the agent's largest conversation right after a new message there got its
+vector, as in a chat (`after_a_message`).
+
 For each class the same query also runs as the plain baseline (SQLite: FTS5 `MATCH` of every word OR-ed,
 `ORDER BY bm25 LIMIT 20` joined to the scope; PostgreSQL: `@@` of every word OR-ed, `ORDER BY ts_rank_cd
 LIMIT 20`) on a raw connection, and the table shows the ratio.
@@ -402,7 +406,8 @@ def measure(world: World, baseline: Baseline, repeat: int, seed: int = 5, mode: 
     from memory.tools import ToolContext, run_tool
 
     rng = random.Random(seed)
-    max_id = Message.objects.order_by("-id").values_list("id", flat=True).first()
+    # The world's messages, not those earlier runs appended (`after_messages`): every run samples the same.
+    max_id = Message.objects.exclude(sender=SENDER).order_by("-id").values_list("id", flat=True).first()
     sample = []
     while len(sample) < repeat:
         row = Message.objects.filter(id=rng.randrange(1, max_id + 1)).values_list(
@@ -471,6 +476,46 @@ def after_changes(changes: int = 5, seed: int = 9) -> dict:
     out = {"first": summary(first), "next": summary(then), "changes": changes}
     print(f"  memories all, hybrid, after a memory row changed: the first query p50 {out['first']['p50']:.1f} ms, "
           f"slowest {max(first):.1f}; the next p50 {out['next']['p50']:.1f}", flush=True)
+    return out
+
+
+SENDER = "bench-after-a-message"  # the sender of the messages `after_messages` appends
+
+
+def after_messages(messages: int = 10, seed: int = 11) -> dict:
+    """Hybrid recall in the agent's largest conversation right after a new message of it got its vector, as
+    in a chat (a message, the embedding pass, then the bot's recall), and the query after it. The messages
+    stay, from a sender of their own that `measure` does not sample."""
+    from django.db import connection
+
+    from memory.conversations import ConversationKey, message_append
+    from memory.tools import ToolContext, run_tool
+    from memory.vectors import embed_pending
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT channel, chat_id, thread_scope, owner_id, count(*) FROM messages WHERE agent_id = "
+                       "'main' GROUP BY channel, chat_id, thread_scope, owner_id ORDER BY count(*) DESC LIMIT 1")
+        channel, chat, thread, owner, size = cursor.fetchone()
+    key = ConversationKey(channel, chat, thread)
+    ctx = ToolContext(agent_id="main", owner_id=owner, trust="operator", conversation=key)
+    rng = random.Random(seed)
+
+    def ask(text: str) -> float:
+        return _timed(lambda: run_tool("memory_recall", ctx, {"query": text, "scope": "current", "source": "history",
+                                                              "limit": 20, "mode": "hybrid"}))[0]
+
+    ask("what did she say about the weekend?")  # the conversation's vectors held, as in a serving worker
+    first, then = [], []
+    for n in range(messages):
+        words = rng.sample(COMMON, 6)
+        message_append(agent_id="main", conversation=key, owner_id=owner, role="user", sender=SENDER,
+                       content=f"{' '.join(words)} {n}", trust="operator")
+        embed_pending(agent_id="main")  # the embedding pass, off the clock
+        first.append(ask(f"when did we talk about the {words[0]} and the {words[1]}?"))
+        then.append(ask(f"what about {words[2]} {words[3]}?"))
+    out = {"first": summary(first), "next": summary(then), "messages": messages, "conversation_size": size}
+    print(f"  history current, hybrid, after a new message in a conversation of {size:,}: the first query p50 "
+          f"{out['first']['p50']:.1f} ms, slowest {max(first):.1f}; the next p50 {out['next']['p50']:.1f}", flush=True)
     return out
 
 
@@ -545,10 +590,11 @@ def main():
     print(f"# recall — {time.strftime('%Y-%m-%d')} — {machine()} — {connection.vendor} — {args.mode}", flush=True)
     timings = measure(world, baseline, args.repeat, mode=args.mode)
     changed = after_changes() if args.mode == "hybrid" else None
+    appended = after_messages() if args.mode == "hybrid" else None
     relevance = evaluate(baseline, args.mode)
     report = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "vendor": connection.vendor,
               "mode": args.mode, "messages": args.messages, "repeat": args.repeat, "timings": timings,
-              "after_a_change": changed, "relevance": relevance}
+              "after_a_change": changed, "after_a_message": appended, "relevance": relevance}
     print_table(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

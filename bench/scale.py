@@ -318,7 +318,7 @@ def measure_query_embedding(world, repeat: int) -> dict:
 def vector_cache_bytes() -> int:
     from memory.search import semantic
 
-    return int(sum(entry.matrix.nbytes + entry.ids.nbytes for _, entry in semantic._cache.values()))
+    return int(sum(sum(b.nbytes for b in entry.blocks) + entry.ids.nbytes for _, entry in semantic._cache.values()))
 
 
 def peak_rss_bytes() -> int:

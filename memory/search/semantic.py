@@ -114,14 +114,15 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
     if len(entry.ids) + len(rows) > limit:
         raise TooLarge(f"{len(entry.ids) + len(rows):,}+ vectors in scope; exact search keeps {limit:,}")
     if rows:
-        added = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f2").reshape(-1, dimensions)
-        top = max(entry.top_object, max(r[1] for r in rows))
-        entry = Stored(np.concatenate([entry.ids, np.fromiter((r[1] for r in rows), dtype=np.int64)]),
-                       np.concatenate([entry.matrix, added]), rows[-1][0], top,
-                       entry.total + added.sum(axis=0, dtype=np.float32),
-                       np.concatenate([entry.keys, np.fromiter((r[0] for r in rows), dtype=np.int64)]))
-        if not after_id and len(rows) >= vector_files.FROM_VECTORS:  # the node's next processes read the file
-            vector_files.write(model_id, kind, scope, generation, entry)
+        entry = entry.adding(np.fromiter((r[1] for r in rows), dtype=np.int64),
+                             np.fromiter((r[0] for r in rows), dtype=np.int64),
+                             np.frombuffer(b"".join(r[2] for r in rows), dtype="<f2").reshape(-1, dimensions),
+                             rows[-1][0])
+        # Once FROM_VECTORS have been read, the node's next processes read them from the scope's file, and this
+        # one maps it too: its vectors are then pages the node's processes share, not a copy of its own.
+        if not after_id and len(entry.recent) >= vector_files.FROM_VECTORS and vector_files.write(
+                model_id, kind, scope, generation, entry):
+            entry = vector_files.read(model_id, kind, scope, generation, dimensions) or entry
     with _lock:
         if len(_cache) >= MAX_ENTRIES and key not in _cache:
             _cache.pop(next(iter(_cache)))
@@ -348,7 +349,8 @@ def _best(entry: Stored, vector: np.ndarray, wanted: int) -> list[tuple[int, flo
     """The `wanted` nearest (object id, cosine) of an entry, best first."""
     if not len(entry.ids):
         return []
-    scores = _scores(entry.matrix, vector)
+    blocks = entry.blocks
+    scores = _scores(blocks[0], vector) if len(blocks) == 1 else np.concatenate([_scores(b, vector) for b in blocks])
     wanted = min(len(scores), wanted)
     best = np.argpartition(-scores, wanted - 1)[:wanted]
     best = best[np.argsort(-scores[best], kind="stable")]

@@ -1,7 +1,8 @@
 """`bench.recall` at a tiny size in hybrid mode: every class, source and scope measured in hybrid (each scope's
-first query on a row of its own), the memory recall right after a memory row changes measured too, and the
-world left whole (every live memory row with its vector again), so a later `--reuse` run measures the same
-world."""
+first query on a row of its own), the memory recall right after a memory row changes and the recall right
+after a new message in a conversation measured too, and the world left whole (every live memory row with its
+vector again, the messages it appended from a sender the sample leaves out), so a later `--reuse` run
+measures the same world."""
 
 import json
 import os
@@ -11,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from bench import recall
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +38,11 @@ def test_a_tiny_hybrid_run_measures_every_class_and_the_query_after_a_change(tmp
     changed = report["after_a_change"]
     assert changed["changes"] == 5 and changed["first"]["n"] == 5 and changed["next"]["n"] == 5
     assert changed["first"]["p50"] > 0 and set(report["relevance"]) == {"current", "owner", "all"}
+    appended = report["after_a_message"]
+    assert appended["messages"] == 10 and appended["first"]["n"] == 10 and appended["next"]["n"] == 10
+    assert appended["conversation_size"] > 10 and appended["first"]["p50"] > 0
     db = sqlite3.connect(home / "memory.db")
     assert db.execute("SELECT count(*) FROM memories m WHERE archived_at IS NULL AND NOT EXISTS (SELECT 1 FROM "
                       "embeddings e WHERE e.kind = 'memory' AND e.object_id = m.id)").fetchone() == (0,)
     assert db.execute("SELECT count(*) FROM memories WHERE value LIKE 'changed for the benchmark%'").fetchone() == (5,)
+    assert db.execute("SELECT count(*) FROM messages WHERE sender = ?", [recall.SENDER]).fetchone() == (10,)

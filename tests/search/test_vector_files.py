@@ -103,6 +103,34 @@ def test_rows_stored_after_the_file_are_read_from_the_database_beside_it(files):
     assert newest.id in recall(query=TOPICS[0])
 
 
+def held(scope=SCOPE) -> vector_files.Stored:
+    """What this process holds of a scope's vectors."""
+    return semantic._cache[(embeddings.embedder().model_id, "message", tuple(sorted(scope.items())), 0)][1]
+
+
+def test_a_process_maps_its_scopes_file_and_keeps_only_the_rows_after_it_in_memory(files):
+    said(30)
+    embed_pending()
+    recall()  # read from the database, written to the file, and mapped from it: no copy of the process's own
+    first = held()
+    assert isinstance(first.matrix, np.memmap) and len(first.ids) == 30 and first.recent is None
+    for n in range(3):  # the conversation goes on: a new message before each recall
+        newest = said(1, first=30 + n)[0]
+        embed_pending()
+        assert recall(query=newest.content)[0] == newest.id
+        now = held()
+        assert now.matrix is first.matrix and len(now.recent) == n + 1  # the mapped rows are not copied
+        assert now.ids.tolist() == [*first.ids.tolist(), *Message.objects.filter(pk__gt=first.ids.max()).order_by(
+            "pk").values_list("pk", flat=True)]
+    said(vector_files.FROM_VECTORS - 3, first=33)
+    embed_pending()
+    recall()  # 20 rows since the file: it is written again, with all of them, and mapped
+    again = held()
+    assert isinstance(again.matrix, np.memmap) and again.recent is None and len(again.ids) == 50
+    assert file_vectors()[0] == list(Embedding.objects.filter(kind="message").order_by("pk").values_list(
+        "pk", flat=True))
+
+
 def no_room(server) -> str:
     """The configuration with more space kept free than the disk has: no cache fits."""
     return (provider_config_toml(server) + embeddings_config_toml(server, dimensions=32)
