@@ -118,10 +118,12 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
                              np.fromiter((r[0] for r in rows), dtype=np.int64),
                              np.frombuffer(b"".join(r[2] for r in rows), dtype="<f2").reshape(-1, dimensions),
                              rows[-1][0])
-        # Once FROM_VECTORS have been read, the node's next processes read them from the scope's file, and this
-        # one maps it too: its vectors are then pages the node's processes share, not a copy of its own.
-        if not after_id and len(entry.recent) >= vector_files.FROM_VECTORS and vector_files.write(
-                model_id, kind, scope, generation, entry):
+        # Each time another FROM_VECTORS have been read, the node's next processes read them from the scope's
+        # file, and this one maps it too: its vectors are then pages the node's processes share, not a copy of
+        # its own. (A file that could not be written is tried again at the next FROM_VECTORS, not at each vector.)
+        every = vector_files.FROM_VECTORS
+        crossed = len(entry.recent) // every > (len(entry.recent) - len(rows)) // every
+        if not after_id and crossed and vector_files.write(model_id, kind, scope, generation, entry):
             entry = vector_files.read(model_id, kind, scope, generation, dimensions) or entry
     with _lock:
         if len(_cache) >= MAX_ENTRIES and key not in _cache:

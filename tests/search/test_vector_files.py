@@ -150,6 +150,24 @@ def test_a_scope_file_that_does_not_fit_above_the_space_kept_free_is_not_written
     assert recall() == first and scope_file().exists()  # room again
 
 
+def test_a_file_that_could_not_be_written_is_tried_again_only_after_as_many_more_vectors(files, caplog):
+    every = vector_files.FROM_VECTORS
+    said(every)
+    embed_pending()
+    with use_config(no_room(files)):
+        recall()
+        assert caplog.text.count("do not fit above the") == 1
+        for n in range(every - 1):  # a conversation going on, a recall after each message
+            said(1, first=every + n)
+            embed_pending()
+            recall()
+        assert caplog.text.count("do not fit above the") == 1  # not at every recall
+    said(1, first=2 * every - 1)
+    embed_pending()
+    recall()  # as many vectors read since the first try: tried again, with room this time
+    assert held().recent is None and len(held().ids) == 2 * every and scope_file().exists()
+
+
 def test_a_stale_file_that_cannot_be_written_again_is_deleted(files):
     said(30)
     embed_pending()
