@@ -4,8 +4,8 @@ vectors from one file instead of from thousands of database rows.
 Exact search (`memory.search.semantic`) holds each scope's vectors in the process. A scope's rows in
 `embeddings` lie among every other conversation's, so reading them costs a page a vector: 41,745 vectors
 took 144–233 ms at a million messages, paid by every new worker process at its first query of that
-scope. A process that has read at least FROM_VECTORS vectors of a scope from the database therefore
-writes what it holds to
+scope. A process that has read FROM_VECTORS more vectors of a scope from the database therefore writes
+what it holds (on a thread of its own, `memory.search.semantic`) to
 `$FERMIX_HOME/cache/vectors/<agent>/scopes/<kind>-<hash>.vectors` (mode 0600; beside, then renamed over),
 stamped with the generation of the agent's vectors of that kind it read them at (`memory.vectors`). Other
 processes of the node map the file (its pages are the operating system's, shared by all of them), and so
@@ -224,10 +224,11 @@ def write(model_id: str, kind: str, scope: dict, generation: tuple[int, ...], st
         where.parent.mkdir(parents=True, exist_ok=True)
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
             file.write(start.ljust(_aligned(len(start)), b"\0"))
-            file.write(np.ascontiguousarray(stored.ids, dtype="<i8").tobytes())
-            file.write(np.ascontiguousarray(stored.keys, dtype="<i8").tobytes())
+            # Written from the arrays' own memory: no copy of a mapped file's 32 MB in the process.
+            file.write(np.ascontiguousarray(stored.ids, dtype="<i8").data)
+            file.write(np.ascontiguousarray(stored.keys, dtype="<i8").data)
             for block in stored.blocks:
-                file.write(np.ascontiguousarray(block, dtype="<f2").tobytes())
+                file.write(np.ascontiguousarray(block, dtype="<f2").data)
         os.replace(tmp, where)
         return True
     except OSError as exc:

@@ -55,13 +55,20 @@ def said(n, owner="default", conversation=CONV, first=0):
             for i in range(first, first + n)]
 
 
-def recall(query="a walk with the dog", owner="default", conversation=CONV):
+def recall_now(query="a walk with the dog", owner="default", conversation=CONV):
     ctx = ToolContext(agent_id="main", owner_id=owner, trust="operator",
                       conversation=ConversationKey.parse(conversation))
     answer = run_tool("memory_recall", ctx, {"query": query, "scope": "current", "mode": "semantic",
                                              "source": "history"})
     assert answer.meta["mode"] == "semantic"
     return [d["id"] for d in answer.data]
+
+
+def recall(query="a walk with the dog", owner="default", conversation=CONV):
+    """`recall_now`, once the scope's file it may have begun to write is written."""
+    found = recall_now(query, owner, conversation)
+    semantic.wait_for_files()
+    return found
 
 
 def scope_file(scope=SCOPE):
@@ -148,6 +155,26 @@ def test_a_scope_file_that_does_not_fit_above_the_space_kept_free_is_not_written
         assert recall() == first  # read from the database again
     semantic.clear()
     assert recall() == first and scope_file().exists()  # room again
+
+
+def test_no_query_waits_for_a_file_and_the_rows_read_meanwhile_stay_beside_the_file(files):
+    said(30)
+    embed_pending()
+    busy = threading.Event()
+    semantic._file_writer.submit(busy.wait, 30)  # the writer is busy with another scope's file
+    try:
+        first = recall_now()
+        assert first and not scope_file().exists()  # answered from what it read, the file still to write
+        newest = said(1, first=30)[0]
+        embed_pending()
+        assert recall_now(query=newest.content)[0] == newest.id
+    finally:
+        busy.set()
+    semantic.wait_for_files()
+    now = held()  # the file written from the first read, mapped, and the row read since beside it
+    assert isinstance(now.matrix, np.memmap) and len(now.matrix) == 30 and now.recent.shape == (1, 32)
+    assert now.ids.tolist()[-1] == newest.id and file_vectors()[0] == now.keys.tolist()[:30]
+    assert recall(query=newest.content)[0] == newest.id
 
 
 def test_a_file_that_could_not_be_written_is_tried_again_only_after_as_many_more_vectors(files, caplog):
@@ -336,6 +363,7 @@ def recall_rows(query, source="memories"):
     answer = run_tool("memory_recall", ctx, {"query": query, "scope": "all", "mode": "semantic", "source": source,
                                              "limit": 50})
     assert answer.meta["mode"] == "semantic"
+    semantic.wait_for_files()
     return [d["id"] for d in answer.data]
 
 

@@ -108,6 +108,7 @@ def test_each_node_builds_its_own_index_and_drops_erased_vectors_from_its_caches
                     answer = run_tool("memory_recall", ctx, {"query": "the allotment", "scope": "current",
                                                              "source": "history", "mode": "semantic"})
                     assert answer.meta["mode"] == "semantic" and len(answer.data) == NOTES
+                    semantic.wait_for_files()
                     assert notes_file(model_id, owner).exists()
             erased = run_manage("memory_forget_owner", "bo", "--yes", env=nodes[0].env)  # queues one pass,
             assert erased.returncode == 0, erased.stderr  # which one node's cluster takes
