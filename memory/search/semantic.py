@@ -143,7 +143,10 @@ def _keep_file(key: tuple, model_id: str, kind: str, scope: dict, generation: tu
     """Write the scope's file from `entry`, for the node's next processes, and hold the file mapped in its place
     (with what the process has read since): the vectors are then pages the node's processes share, not a copy
     of this one's own. On `_file_writer`, beside the queries: no query waits for a write."""
-    if not vector_files.write(model_id, kind, scope, generation, entry):
+    with _lock:
+        read_at, _ = _cache.get(key, (None, None))
+    # A removal this process has seen since: the file would hold what was removed (a later write makes it).
+    if read_at != generation or not vector_files.write(model_id, kind, scope, generation, entry):
         return
     mapped = vector_files.read(model_id, kind, scope, generation, entry.dimensions)
     with _lock:

@@ -177,6 +177,24 @@ def test_no_query_waits_for_a_file_and_the_rows_read_meanwhile_stay_beside_the_f
     assert recall(query=newest.content)[0] == newest.id
 
 
+def test_a_file_still_to_write_when_the_process_sees_a_removal_is_not_written(files):
+    said(30)
+    embed_pending()
+    busy = threading.Event()
+    semantic._file_writer.submit(busy.wait, 30)
+    try:
+        first = recall_now()
+        gone = Embedding.objects.get(kind="message", object_id=first[0])
+        forget_message_vectors(Message.objects.filter(pk=first[0]), "main")
+        assert first[0] not in recall_now()  # the process holds the scope without it
+    finally:
+        busy.set()
+    semantic.wait_for_files()
+    assert not scope_file().exists()  # the file of what was read before the removal is never written
+    assert first[0] not in recall() and bytes(gone.vector) not in b"".join(
+        p.read_bytes() for p in scope_file().parent.glob("*"))
+
+
 def test_a_file_that_could_not_be_written_is_tried_again_only_after_as_many_more_vectors(files, caplog):
     every = vector_files.FROM_VECTORS
     said(every)
