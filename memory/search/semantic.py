@@ -103,8 +103,12 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
         too_large = _too_large.get(key) == generation
     if too_large or (entry is not None and len(entry.ids) > limit):  # (the limit may have been lowered)
         raise TooLarge(f"more than {limit:,} vectors in scope")
+    keep_file = False
     if entry is not None and read_at != generation:  # vectors of the agent were removed since
-        entry = _without_removed(entry, model_id, kind, scope, after_id)
+        kept = _without_removed(entry, model_id, kind, scope, after_id)
+        # Some were this scope's: its file is written again without them, and held mapped (`_keep_file`).
+        keep_file = not after_id and vector_files.FROM_VECTORS <= len(kept.ids) < len(entry.ids)
+        entry = kept
     if entry is None:
         entry = _from_file(model_id, dimensions, kind, scope, generation) if not after_id else None
         # Counted by ids alone, so the scope's index answers without reading a vector.
@@ -119,7 +123,6 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
     rows = list(_rows(model_id, kind, scope, entry.last_id)[:limit + 1])
     if len(entry.ids) + len(rows) > limit:
         raise TooLarge(f"{len(entry.ids) + len(rows):,}+ vectors in scope; exact search keeps {limit:,}")
-    keep_file = False
     if rows:
         entry = entry.adding(np.fromiter((r[1] for r in rows), dtype=np.int64),
                              np.fromiter((r[0] for r in rows), dtype=np.int64),
@@ -128,7 +131,7 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
         # Each time another FROM_VECTORS have been read, the scope's file is written (`_keep_file`). (One that
         # could not be written is tried again at the next FROM_VECTORS, not at each new vector.)
         every = vector_files.FROM_VECTORS
-        keep_file = not after_id and len(entry.recent) // every > (len(entry.recent) - len(rows)) // every
+        keep_file |= not after_id and len(entry.recent) // every > (len(entry.recent) - len(rows)) // every
     with _lock:
         if len(_cache) >= MAX_ENTRIES and key not in _cache:
             _cache.pop(next(iter(_cache)))
@@ -154,7 +157,7 @@ def _keep_file(key: tuple, model_id: str, kind: str, scope: dict, generation: tu
         # Only an entry grown from this one since by vectors added (a removal changes the generation).
         if mapped is None or held is None or read_at != generation or held.matrix is not entry.matrix:
             return
-        done, recent = len(entry.ids), len(entry.recent)
+        done, recent = len(entry.ids), 0 if entry.recent is None else len(entry.recent)
         if len(held.ids) > done:
             mapped = mapped.adding(held.ids[done:], held.keys[done:], held.recent[recent:], held.last_id)
         _cache[key] = (generation, mapped)
@@ -179,11 +182,11 @@ def _from_file(model_id: str, dimensions: int, kind: str, scope: dict, generatio
 
 def _without_removed(entry: Stored, model_id: str, kind: str, scope: dict, after_id: int) -> Stored:
     """`entry` without the rows whose vectors were removed since it was read, found by the scope's
-    `embeddings` ids up to the last it read, which the scope's index alone holds (no vector is read again).
-    Any removal bumps the generation of every scope of the agent's vectors of that kind, and a changed
-    memory row is one: reading the scope again after each took 0.8-1.0 s for an agent's 29,588 memory
-    rows at a million messages on SQLite."""
-    return vector_files.without(entry, vector_files.held(model_id, kind, scope, after_id, entry.last_id))
+    `embeddings` ids up to the last it read, which the scope's index alone holds (no vector is read again:
+    `vector_files.still_held`). Any removal bumps the generation of every scope of the agent's vectors of
+    that kind, and a changed memory row is one: reading the scope again after each took 0.8-1.0 s for an
+    agent's 29,588 memory rows at a million messages on SQLite."""
+    return vector_files.without(entry, vector_files.still_held(model_id, kind, scope, entry.keys, after_id))
 
 
 @generations.also_clear

@@ -178,21 +178,52 @@ def test_no_query_waits_for_a_file_and_the_rows_read_meanwhile_stay_beside_the_f
 
 
 def test_a_file_still_to_write_when_the_process_sees_a_removal_is_not_written(files):
-    said(30)
+    said(vector_files.FROM_VECTORS)  # one fewer after the removal: too few to write the scope's file again
     embed_pending()
     busy = threading.Event()
     semantic._file_writer.submit(busy.wait, 30)
     try:
         first = recall_now()
-        gone = Embedding.objects.get(kind="message", object_id=first[0])
         forget_message_vectors(Message.objects.filter(pk=first[0]), "main")
         assert first[0] not in recall_now()  # the process holds the scope without it
     finally:
         busy.set()
     semantic.wait_for_files()
     assert not scope_file().exists()  # the file of what was read before the removal is never written
-    assert first[0] not in recall() and bytes(gone.vector) not in b"".join(
-        p.read_bytes() for p in scope_file().parent.glob("*"))
+
+
+def test_a_held_scope_that_lost_vectors_is_written_again_without_them_and_held_mapped(files):
+    said(30)
+    embed_pending()
+    first = recall()
+    gone = Embedding.objects.get(kind="message", object_id=first[0])
+    forget_message_vectors(Message.objects.filter(pk=first[0]), "main")
+    assert first[0] not in recall()  # no pass over the node's files has run
+    now = held()
+    assert isinstance(now.matrix, np.memmap) and len(now.ids) == 29 and now.recent is None  # no copy of its own
+    keys, data = file_vectors()
+    assert len(keys) == 29 and gone.id not in keys and bytes(gone.vector) not in data
+    assert not vector_files.read(embeddings.embedder().model_id, "message", SCOPE,
+                                 generations.current([vectors_generation("main", "message")]), 32).stale
+
+
+@pytest.mark.parametrize("removed", [[], [7], [0], [59], [0, 1], [3, 17, 30, 44, 59]])
+def test_the_vectors_a_scope_still_holds_are_found_by_counting_its_ids(files, removed):
+    said(60)
+    said(5, conversation="telegram:other")  # another scope's, among them
+    embed_pending()
+    model_id = embeddings.embedder().model_id
+    rows = Embedding.objects.filter(kind="message", conversation="telegram:5:root").order_by("id")
+    keys = np.asarray(rows.values_list("id", flat=True), dtype=np.int64)
+    gone = [int(rows[i].object_id) for i in removed]
+    forget_message_vectors(Message.objects.filter(pk__in=gone), "main")
+    expected = np.isin(keys, np.asarray(rows.values_list("id", flat=True), dtype=np.int64))
+    with CaptureQueriesContext(connection) as asked:
+        kept = vector_files.still_held(model_id, "message", SCOPE, keys)
+    assert kept.tolist() == expected.tolist() and int((~kept).sum()) == len(removed)
+    assert len(asked.captured_queries) == (1 if len(removed) <= 1 else 2)  # the count and sum; then every id
+    after = int(keys[9])  # an entry of the vectors past an index holding the first ten
+    assert vector_files.still_held(model_id, "message", SCOPE, keys[10:], after).tolist() == expected[10:].tolist()
 
 
 def test_a_file_that_could_not_be_written_is_tried_again_only_after_as_many_more_vectors(files, caplog):
