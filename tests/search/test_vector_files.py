@@ -79,6 +79,13 @@ def newest_vector() -> int:
     return Embedding.objects.order_by("-id").values_list("id", flat=True).first()
 
 
+def forget(message_id: int) -> Embedding:
+    """Remove one message's vector, as an erasure of the message does; the vector removed."""
+    vector = Embedding.objects.get(kind="message", object_id=message_id)
+    forget_message_vectors(Message.objects.filter(pk=message_id), "main")
+    return vector
+
+
 def read_only_after(queries, last: int) -> bool:
     """Whether the statements that read stored vectors read only those stored after `last` (each search
     looks for new ones), so none that a file or the process already held."""
@@ -184,7 +191,7 @@ def test_a_file_still_to_write_when_the_process_sees_a_removal_is_not_written(fi
     semantic._file_writer.submit(busy.wait, 30)
     try:
         first = recall_now()
-        forget_message_vectors(Message.objects.filter(pk=first[0]), "main")
+        forget(first[0])
         assert first[0] not in recall_now()  # the process holds the scope without it
     finally:
         busy.set()
@@ -196,8 +203,7 @@ def test_a_held_scope_that_lost_vectors_is_written_again_without_them_and_held_m
     said(30)
     embed_pending()
     first = recall()
-    gone = Embedding.objects.get(kind="message", object_id=first[0])
-    forget_message_vectors(Message.objects.filter(pk=first[0]), "main")
+    gone = forget(first[0])
     assert first[0] not in recall()  # no pass over the node's files has run
     now = held()
     assert isinstance(now.matrix, np.memmap) and len(now.ids) == 29 and now.recent is None  # no copy of its own
@@ -248,8 +254,7 @@ def test_a_stale_file_that_cannot_be_written_again_is_deleted(files):
     said(30)
     embed_pending()
     first = recall()
-    vector = Embedding.objects.get(kind="message", object_id=first[0])
-    forget_message_vectors(Message.objects.filter(pk=first[0]), "main")
+    vector = forget(first[0])
     semantic.clear()
     with use_config(no_room(files)):
         assert first[0] not in recall()
@@ -291,8 +296,7 @@ def test_a_stale_file_is_brought_current_by_the_first_process_to_find_it(files):
     embed_pending()
     first = recall()
     gone = Message.objects.get(pk=first[0])
-    vector = Embedding.objects.get(kind="message", object_id=gone.pk)
-    forget_message_vectors(Message.objects.filter(pk=gone.pk), "main")
+    vector = forget(gone.pk)
     semantic.clear()  # a new process finds the file stale
     with CaptureQueriesContext(connection) as asked:
         held = recall()
@@ -326,8 +330,7 @@ def test_the_schedule_brings_stale_files_current_and_sweeps_abandoned_temporary_
     memory_forget_owner(owner_id="nobody")  # removes nothing: the files stay current
     assert vector_index_task() == {}
     first = Message.objects.filter(agent_id="main").order_by("id").first()
-    vector = Embedding.objects.get(kind="message", object_id=first.pk)
-    forget_message_vectors(Message.objects.filter(pk=first.pk), "main")
+    vector = forget(first.pk)
     assert bytes(vector.vector) in path.read_bytes()
     assert vector_index_task() == {"scope_files_refreshed": 1}
     keys, data = file_vectors()
@@ -523,8 +526,7 @@ def test_each_node_brings_its_own_files_current_at_its_heartbeat_after_a_removal
     beat()  # nothing removed since, and the last pass is recent: no pass
     assert abandoned.exists()
     first = Message.objects.filter(agent_id="main").order_by("id").first()
-    vector = Embedding.objects.get(kind="message", object_id=first.pk)
-    forget_message_vectors(Message.objects.filter(pk=first.pk), "main")
+    vector = forget(first.pk)
     beat()  # a removal: this node's pass, with no task run
     keys, data = file_vectors()
     assert len(keys) == 29 and vector.id not in keys and bytes(vector.vector) not in data
