@@ -18,6 +18,7 @@ the cluster for one), without usearch installed `vector_index_unavailable`; reca
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -36,6 +37,8 @@ from memory.search import ann, any_after, orm_filters, passing, vector_files
 from memory.search.rank import Scored
 from memory.search.vector_files import Stored
 from memory.vectors import EMBEDDED_KINDS, GRACE, scope_rows, vectors_generation
+
+logger = logging.getLogger("fermix.memory.vector_files")
 
 try:
     import numkong
@@ -138,8 +141,16 @@ def _entry(model_id: str, dimensions: int, kind: str, scope: dict, after_id: int
         _cache[key] = (generation, entry)
     if keep_file:
         with contextlib.suppress(RuntimeError):  # the process is exiting: the file is a cache, left unwritten
-            _file_writer.submit(_keep_file, key, model_id, kind, scope, generation, entry)
+            _file_writer.submit(_keeping_file, key, model_id, kind, scope, generation, entry)
     return entry
+
+
+def _keeping_file(*args) -> None:
+    """`_keep_file` on the writer's thread, where nobody waits for its outcome: what it raises is logged."""
+    try:
+        _keep_file(*args)
+    except Exception:
+        logger.exception("the scope's vectors file was not written")
 
 
 def _keep_file(key: tuple, model_id: str, kind: str, scope: dict, generation: tuple[int, ...], entry: Stored) -> None:
