@@ -644,6 +644,16 @@ def print_table(report: dict) -> None:
             first_cells = f"{first[0]:.2f} | {'met' if first[0] <= goal else 'not met'}" if first else "— | —"
             print(f"| {source} | {scope} | {p50:.2f} | {worst:.2f} | ≤ {goal:.0f} | "
                   f"{'met' if worst <= goal else 'not met'} | {first_cells} |")
+    after = [("history", "current", "after a new message in the largest conversation", report.get("after_a_message")),
+             ("memories", "all", "after a memory row changed", report.get("after_a_change"))]
+    if any(out for *_, out in after):
+        print(f"\n| source | scope | the first query | {mode} p50 ms | p95 ms | goal p95 | met | the next p50 ms |")
+        print("|---|---|---|---|---|---|---|---|")
+        for source, scope, what, out in after:
+            if out:
+                first, goal = out["first"], goal_ms(mode, scope)
+                print(f"| {source} | {scope} | {what} | {first['p50']:.2f} | {first['p95']:.2f} | ≤ {goal:.0f} | "
+                      f"{'met' if first['p95'] <= goal else 'not met'} | {out['next']['p50']:.2f} |")
     print("\n| scope | memory_recall recall@10 | plain bm25 recall@10 |")
     print("|---|---|---|")
     for scope, r in report["relevance"].items():

@@ -6,6 +6,7 @@ measures the same world."""
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -22,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_a_tiny_hybrid_run_measures_every_class_and_the_query_after_a_change(tmp_path):
     out, home = tmp_path / "recall.json", tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "FERMIX_HOME")}
-    subprocess.run([sys.executable, "-m", "bench.recall", "--messages", "3000", "--home", str(home), "--mode",
-                    "hybrid", "--repeat", "2", "--json", str(out)], cwd=ROOT, env=env, check=True,
-                   capture_output=True, timeout=600)
+    ran = subprocess.run([sys.executable, "-m", "bench.recall", "--messages", "3000", "--home", str(home), "--mode",
+                          "hybrid", "--repeat", "2", "--json", str(out)], cwd=ROOT, env=env, check=True,
+                         capture_output=True, text=True, timeout=600)
     report = json.loads(out.read_text())
     assert report["vendor"] == "sqlite" and report["mode"] == "hybrid"
     assert {(r["source"], r["scope"]) for r in report["timings"]} == {
@@ -41,6 +42,11 @@ def test_a_tiny_hybrid_run_measures_every_class_and_the_query_after_a_change(tmp
     appended = report["after_a_message"]
     assert appended["messages"] == 10 and appended["first"]["n"] == 10 and appended["next"]["n"] == 10
     assert appended["conversation_size"] > 10 and appended["first"]["p50"] > 0
+    # Both, with their goals: 20 ms in one conversation, 50 over all conversations.
+    assert re.search(r"\| history \| current \| after a new message in the largest conversation \| [\d.]+ \| "
+                     r"[\d.]+ \| ≤ 20 \| (met|not met) \|", ran.stdout)
+    assert re.search(r"\| memories \| all \| after a memory row changed \| [\d.]+ \| [\d.]+ \| ≤ 50 \| "
+                     r"(met|not met) \|", ran.stdout)
     db = sqlite3.connect(home / "memory.db")
     assert db.execute("SELECT count(*) FROM memories m WHERE archived_at IS NULL AND NOT EXISTS (SELECT 1 FROM "
                       "embeddings e WHERE e.kind = 'memory' AND e.object_id = m.id)").fetchone() == (0,)
