@@ -486,16 +486,16 @@ def after_messages(messages: int = 10, seed: int = 11) -> dict:
     """Hybrid recall in the agent's largest conversation right after a new message of it got its vector, as
     in a chat (a message, the embedding pass, then the bot's recall), and the query after it. The messages
     stay, from a sender of their own that `measure` does not sample."""
-    from django.db import connection
+    from django.db.models import Count
 
     from memory.conversations import ConversationKey, message_append
+    from memory.models import Message
     from memory.tools import ToolContext, run_tool
     from memory.vectors import embed_pending
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT channel, chat_id, thread_scope, owner_id, count(*) FROM messages WHERE agent_id = "
-                       "'main' GROUP BY channel, chat_id, thread_scope, owner_id ORDER BY count(*) DESC LIMIT 1")
-        channel, chat, thread, owner, size = cursor.fetchone()
+    channel, chat, thread, owner, size = (
+        Message.objects.filter(agent_id="main").values_list("channel", "chat_id", "thread_scope", "owner_id")
+        .annotate(size=Count("id")).order_by("-size").first())
     key = ConversationKey(channel, chat, thread)
     ctx = ToolContext(agent_id="main", owner_id=owner, trust="operator", conversation=key)
     rng = random.Random(seed)

@@ -38,7 +38,7 @@ from memory.search.rank import Scored
 from memory.search.vector_files import Stored
 from memory.vectors import EMBEDDED_KINDS, GRACE, scope_rows, vectors_generation
 
-logger = logging.getLogger("fermix.memory.vector_files")
+logger = logging.getLogger("fermix.memory.semantic")
 
 try:
     import numkong
